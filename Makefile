@@ -1,0 +1,18 @@
+# reconcile: PGXS build.  See README.md for the two commands that set up,
+# demo and test the extension.
+
+EXTENSION = reconcile
+MODULE_big = reconcile
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
+DATA = $(sort $(wildcard reconcile--*.sql))
+
+# Every file under sql/ is a pg_regress test named for the feature it covers.
+REGRESS = $(basename $(notdir $(sort $(wildcard sql/*.sql))))
+REGRESS_OPTS = --inputdir=. --load-extension=reconcile
+
+PG_CONFIG ?= pg_config
+PG_CPPFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
+	-Wno-missing-field-initializers -Wno-cast-function-type
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
