@@ -8,7 +8,11 @@ DATA = $(sort $(wildcard reconcile--*.sql))
 
 # Every file under sql/ is a pg_regress test named for the feature it covers.
 REGRESS = $(basename $(notdir $(sort $(wildcard sql/*.sql))))
-REGRESS_OPTS = --inputdir=. --load-extension=reconcile
+REGRESS_OPTS = --inputdir=.
+
+# Isolation specs live under test/isolation (specs/ and expected/).
+ISOLATION = $(basename $(notdir $(sort $(wildcard test/isolation/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=test/isolation
 
 PG_CONFIG ?= pg_config
 PG_CPPFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
