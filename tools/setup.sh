@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Set up everything reconcile needs on a Debian 12 machine, as root:
+# install the missing packages, build and install the extension, and start a
+# throwaway PostgreSQL 15 cluster (port $RECONCILE_PGPORT, default 54329,
+# unix socket only) under .pgcluster/.  Safe to run again: it installs only
+# what is missing and restarts a running cluster so a new .so is loaded.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+PACKAGES=(
+	postgresql-$PG_MAJOR
+	postgresql-server-dev-$PG_MAJOR
+	postgresql-$PG_MAJOR-pgtap
+	libipc-run-perl
+	libtap-parser-sourcehandler-pgtap-perl
+	make
+	gcc
+)
+
+install_packages() {
+	local missing=() p
+	for p in "${PACKAGES[@]}"; do
+		is_installed "$p" || missing+=("$p")
+	done
+	if [ ${#missing[@]} -eq 0 ]; then
+		log "packages: all present"
+		return
+	fi
+	log "packages: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q "${missing[@]}"
+}
+
+build_and_install() {
+	log "building and installing the extension (make && make install)"
+	make -C "$RECONCILE_ROOT" PG_CONFIG="$PG_BINDIR/pg_config"
+	make -C "$RECONCILE_ROOT" PG_CONFIG="$PG_BINDIR/pg_config" install
+}
+
+# Settings we own, rewritten on every run so a changed port takes effect.
+write_cluster_conf() {
+	as_postgres tee "$PGCLUSTER_DATA/reconcile_cluster.conf" >/dev/null <<EOF
+# Written by tools/setup.sh on every run; edit that script, not this file.
+port = $RECONCILE_PGPORT
+listen_addresses = ''
+unix_socket_directories = '$PGCLUSTER_DIR'
+fsync = off
+EOF
+}
+
+init_cluster() {
+	if [ "$RECONCILE_STATE" != "$RECONCILE_ROOT" ]; then
+		warn "the postgres user cannot use $RECONCILE_ROOT/.pgcluster" \
+			"(folder not reachable, or socket path too long);" \
+			"using $PGCLUSTER_DIR instead"
+	fi
+	mkdir -p "$PGCLUSTER_DIR"
+	chown postgres:postgres "$PGCLUSTER_DIR"
+	chmod 0700 "$PGCLUSTER_DIR"
+	if [ -f "$PGCLUSTER_DATA/PG_VERSION" ]; then
+		log "cluster: reusing $PGCLUSTER_DATA"
+	else
+		log "cluster: initdb in $PGCLUSTER_DATA"
+		rm -rf "$PGCLUSTER_DATA"
+		as_postgres "$PG_BINDIR/initdb" -D "$PGCLUSTER_DATA" -U postgres \
+			--auth=trust --encoding=UTF8 --locale=C.UTF-8 >/dev/null
+		echo "include_if_exists = 'reconcile_cluster.conf'" |
+			as_postgres tee -a "$PGCLUSTER_DATA/postgresql.conf" >/dev/null
+	fi
+	write_cluster_conf
+}
+
+start_cluster() {
+	local action=start
+	if as_postgres "$PG_BINDIR/pg_ctl" -D "$PGCLUSTER_DATA" status >/dev/null 2>&1; then
+		action=restart
+	fi
+	log "cluster: $action (log in $PGCLUSTER_LOG)"
+	if ! as_postgres "$PG_BINDIR/pg_ctl" -D "$PGCLUSTER_DATA" -l "$PGCLUSTER_LOG" \
+		-w -t 60 "$action" >/dev/null; then
+		tail -n 20 "$PGCLUSTER_LOG" >&2 || true
+		die "cluster did not $action; is port $RECONCILE_PGPORT taken? (set RECONCILE_PGPORT)"
+	fi
+}
+
+main() {
+	require_root
+	install_packages
+	build_and_install
+	cd /  # the postgres user may not be able to enter the project folder
+	set_cluster_paths
+	init_cluster
+	start_cluster
+	export_pg_env
+	pg_psql -d postgres -c 'SELECT 1' >/dev/null || die "cannot connect to the cluster"
+	log "ready. To connect:"
+	printf '  export PGHOST=%q PGPORT=%q PGUSER=%q\n' "$PGHOST" "$PGPORT" "$PGUSER"
+	printf '  %s/psql\n' "$PG_BINDIR"
+}
+
+main "$@"
