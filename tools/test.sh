@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Run every kind of reconcile test against a freshly set up machine:
+#   1. pg_regress (sql/*.sql) and isolation specs (test/isolation/specs) via
+#      `make installcheck` against the throwaway cluster;
+#   2. pgTAP files (test/pgtap/*.sql) via pg_prove in database reconcile_tap;
+#   3. TAP (Perl) tests (test/t/*.pl) with PostgreSQL::Test::Cluster, run as
+#      the postgres user in a scratch folder.
+# A failing kind does not stop the others; the exit status is non-zero if
+# any kind failed, and the diffs or logs of a failed kind are printed.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+passed=0
+failed=0
+skipped=0
+summary=()
+
+record() {  # record KIND passed|failed|skipped
+	summary+=("$(printf '%-10s %s' "$1" "$2")")
+	case $2 in
+	passed) passed=$((passed + 1)) ;;
+	failed) failed=$((failed + 1)) ;;
+	skipped) skipped=$((skipped + 1)) ;;
+	esac
+}
+
+# Print a file under a banner if it exists and is not empty.
+show_file() {
+	[ -s "$1" ] || return 0
+	printf '\n----- %s -----\n' "$1"
+	cat "$1"
+	printf -- '----- end of %s -----\n' "$1"
+}
+
+run_regress() {
+	local regress=("$RECONCILE_ROOT"/sql/*.sql)
+	local specs=("$RECONCILE_ROOT"/test/isolation/specs/*.spec)
+	[ -e "${regress[0]}" ] || regress=()
+	[ -e "${specs[0]}" ] || specs=()
+	if [ ${#regress[@]} -eq 0 ] && [ ${#specs[@]} -eq 0 ]; then
+		log "pg_regress: skipped, no sql/*.sql and no test/isolation/specs/*.spec"
+		record pg_regress skipped
+		return
+	fi
+	log "pg_regress: make installcheck (${#regress[@]} regression files, ${#specs[@]} isolation specs)"
+	rm -f "$RECONCILE_ROOT/regression.diffs" "$RECONCILE_ROOT/output_iso/regression.diffs"
+	if make -C "$RECONCILE_ROOT" PG_CONFIG="$PG_BINDIR/pg_config" installcheck; then
+		record pg_regress passed
+	else
+		show_file "$RECONCILE_ROOT/regression.diffs"
+		show_file "$RECONCILE_ROOT/output_iso/regression.diffs"
+		record pg_regress failed
+	fi
+}
+
+run_pgtap() {
+	local files=("$RECONCILE_ROOT"/test/pgtap/*.sql)
+	if [ ! -e "${files[0]}" ]; then
+		log "pgTAP: skipped, no test/pgtap/*.sql"
+		record pgTAP skipped
+		return
+	fi
+	log "pgTAP: pg_prove over ${#files[@]} file(s) in database reconcile_tap"
+	if recreate_db reconcile_tap &&
+		pg_prove --dbname reconcile_tap --psql-bin "$PG_BINDIR/psql" "${files[@]}"; then
+		record pgTAP passed
+	else
+		record pgTAP failed
+	fi
+}
+
+run_perl_tap() {
+	local files=("$RECONCILE_ROOT"/test/t/*.pl)
+	if [ ! -e "${files[0]}" ]; then
+		log "TAP: skipped, no test/t/*.pl"
+		record TAP skipped
+		return
+	fi
+	# initdb refuses root, so the tests run as postgres in a folder it owns,
+	# on a copy of test/t in case it cannot read the project folder.
+	local scratch=$RECONCILE_STATE/.tmp/tap
+	log "TAP: prove over ${#files[@]} file(s) as postgres in $scratch"
+	rm -rf "$scratch"
+	mkdir -p "$scratch"
+	cp -R "$RECONCILE_ROOT/test/t" "$scratch/t"
+	chown -R postgres:postgres "$RECONCILE_STATE/.tmp"
+	if (cd "$scratch" && runuser -u postgres -- env \
+		-u PGHOST -u PGPORT -u PGUSER -u PGDATABASE \
+		PATH="$PG_BINDIR:/usr/local/bin:/usr/bin:/bin" \
+		PERL5LIB="$PG_PERL_DIR${PERL5LIB:+:$PERL5LIB}" \
+		PG_REGRESS="$PG_REGRESS_BIN" \
+		TESTDIR="$scratch" \
+		RECONCILE_ROOT="$RECONCILE_ROOT" \
+		prove --timer --ext .pl t/); then
+		record TAP passed
+	else
+		local f
+		for f in "$scratch"/tmp_check/log/*; do
+			[ -f "$f" ] || continue
+			printf '\n----- last 200 lines of %s -----\n' "$f"
+			tail -n 200 "$f"
+		done
+		record TAP failed
+	fi
+}
+
+main() {
+	require_root
+	bash "$RECONCILE_ROOT/tools/setup.sh"
+	export_pg_env
+	run_regress
+	run_pgtap
+	run_perl_tap
+	log "summary:"
+	printf '  %s\n' "${summary[@]}"
+	# One line in the plain "N passed, N failed" form, counting test kinds.
+	echo "suites: $passed passed, $failed failed, $skipped skipped"
+	[ "$failed" -eq 0 ]
+}
+
+main "$@"
