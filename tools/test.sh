@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Run every kind of reconcile test against a freshly set up machine:
-#   1. pg_regress (sql/*.sql) and isolation specs (test/isolation/specs) via
-#      `make installcheck` against the throwaway cluster;
-#   2. pgTAP files (test/pgtap/*.sql) via pg_prove in database reconcile_tap;
-#   3. TAP (Perl) tests (test/t/*.pl) with PostgreSQL::Test::Cluster, run as
+#   1. pg_regress (sql/*.sql) and 2. isolation specs (test/isolation/specs)
+#      via `make installcheck` against the throwaway cluster;
+#   3. pgTAP files (test/pgtap/*.sql) via pg_prove in database reconcile_tap;
+#   4. TAP (Perl) tests (test/t/*.pl) with PostgreSQL::Test::Cluster, run as
 #      the postgres user in a scratch folder.
 # A failing kind does not stop the others; the exit status is non-zero if
 # any kind failed, and the diffs or logs of a failed kind are printed.
@@ -32,24 +32,24 @@ show_file() {
 	printf -- '----- end of %s -----\n' "$1"
 }
 
-run_regress() {
-	local regress=("$RECONCILE_ROOT"/sql/*.sql)
-	local specs=("$RECONCILE_ROOT"/test/isolation/specs/*.spec)
-	[ -e "${regress[0]}" ] || regress=()
-	[ -e "${specs[0]}" ] || specs=()
-	if [ ${#regress[@]} -eq 0 ] && [ ${#specs[@]} -eq 0 ]; then
-		log "pg_regress: skipped, no sql/*.sql and no test/isolation/specs/*.spec"
-		record pg_regress skipped
+# make installcheck stops at the first failing recipe line, so pg_regress and
+# the isolation specs run as two make calls, each emptying the other's list.
+run_installcheck() {  # run_installcheck KIND GLOB DIFFS MAKE-ARGS...
+	local kind=$1 glob=$2 diffs=$3
+	shift 3
+	local files=("$RECONCILE_ROOT"/$glob)
+	if [ ! -e "${files[0]}" ]; then
+		log "$kind: skipped, no $glob"
+		record "$kind" skipped
 		return
 	fi
-	log "pg_regress: make installcheck (${#regress[@]} regression files, ${#specs[@]} isolation specs)"
-	rm -f "$RECONCILE_ROOT/regression.diffs" "$RECONCILE_ROOT/output_iso/regression.diffs"
-	if make -C "$RECONCILE_ROOT" PG_CONFIG="$PG_BINDIR/pg_config" installcheck; then
-		record pg_regress passed
+	log "$kind: make installcheck over ${#files[@]} file(s)"
+	rm -f "$diffs"
+	if make -C "$RECONCILE_ROOT" PG_CONFIG="$PG_BINDIR/pg_config" "$@" installcheck; then
+		record "$kind" passed
 	else
-		show_file "$RECONCILE_ROOT/regression.diffs"
-		show_file "$RECONCILE_ROOT/output_iso/regression.diffs"
-		record pg_regress failed
+		show_file "$diffs"
+		record "$kind" failed
 	fi
 }
 
@@ -108,7 +108,10 @@ main() {
 	require_root
 	bash "$RECONCILE_ROOT/tools/setup.sh"
 	export_pg_env
-	run_regress
+	run_installcheck pg_regress 'sql/*.sql' \
+		"$RECONCILE_ROOT/regression.diffs" ISOLATION=
+	run_installcheck isolation 'test/isolation/specs/*.spec' \
+		"$RECONCILE_ROOT/output_iso/regression.diffs" REGRESS=
 	run_pgtap
 	run_perl_tap
 	log "summary:"
