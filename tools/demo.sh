@@ -2,6 +2,7 @@
 # Show reconcile at work: set everything up (tools/setup.sh), then run
 # tools/demo.sql in a freshly recreated database reconcile_demo.
 set -euo pipefail
+# shellcheck source=tools/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 bash "$RECONCILE_ROOT/tools/setup.sh"

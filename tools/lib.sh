@@ -1,6 +1,7 @@
 # Shared shell functions for tools/setup.sh, tools/demo.sh and tools/test.sh.
 # Source it; it sets no shell options of its own and runs nothing on load
 # except computing paths.
+# shellcheck shell=bash disable=SC2034  # variables are used by the sourcing scripts
 
 PG_MAJOR=15
 PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin

@@ -5,12 +5,13 @@
 # unix socket only) under .pgcluster/.  Safe to run again: it installs only
 # what is missing and restarts a running cluster so a new .so is loaded.
 set -euo pipefail
+# shellcheck source=tools/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 PACKAGES=(
-	postgresql-$PG_MAJOR
-	postgresql-server-dev-$PG_MAJOR
-	postgresql-$PG_MAJOR-pgtap
+	"postgresql-$PG_MAJOR"
+	"postgresql-server-dev-$PG_MAJOR"
+	"postgresql-$PG_MAJOR-pgtap"
 	libipc-run-perl
 	libtap-parser-sourcehandler-pgtap-perl
 	make

@@ -8,6 +8,7 @@
 # A failing kind does not stop the others; the exit status is non-zero if
 # any kind failed, and the diffs or logs of a failed kind are printed.
 set -euo pipefail
+# shellcheck source=tools/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 passed=0
@@ -37,6 +38,7 @@ show_file() {
 run_installcheck() {  # run_installcheck KIND GLOB DIFFS MAKE-ARGS...
 	local kind=$1 glob=$2 diffs=$3
 	shift 3
+	# shellcheck disable=SC2206  # $glob is meant to expand
 	local files=("$RECONCILE_ROOT"/$glob)
 	if [ ! -e "${files[0]}" ]; then
 		log "$kind: skipped, no $glob"
