@@ -1,2 +1,197 @@
 -- reconcile 1.0: replay-safe batch loading with receipts.
 \echo Use "CREATE EXTENSION reconcile" to load this file. \quit
+
+-- The extension's state lives in its own schema; the functions go to the
+-- schema CREATE EXTENSION was given (public by default) so that
+-- SELECT reconcile_batch(...) works unqualified.
+CREATE SCHEMA reconcile;
+REVOKE ALL ON SCHEMA reconcile FROM PUBLIC;
+GRANT USAGE ON SCHEMA reconcile TO PUBLIC;
+
+-- Registered targets: how a table is keyed, versioned and tombstoned.
+CREATE TABLE reconcile.targets (
+    target          pg_catalog.regclass PRIMARY KEY,
+    key_columns     pg_catalog.text[] NOT NULL,
+    version_column  pg_catalog.text NOT NULL,
+    deleted_column  pg_catalog.text NOT NULL,
+    hash_column     pg_catalog.text NOT NULL,
+    payload_columns pg_catalog.text[] NOT NULL,
+    conflict_policy pg_catalog.text NOT NULL
+        CHECK (conflict_policy IN ('quarantine', 'abort')),
+    registered_by   pg_catalog.name NOT NULL DEFAULT CURRENT_USER,
+    registered_at   pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+-- One receipt per committed batch.  batch_id is the SHA-256 of the
+-- canonical manifest, so a replayed manifest finds its receipt here.
+CREATE TABLE reconcile.receipts (
+    batch_id      pg_catalog.text PRIMARY KEY,
+    target        pg_catalog.regclass NOT NULL,
+    source        pg_catalog.text,
+    "cursor"      pg_catalog.text,
+    manifest      pg_catalog.jsonb NOT NULL,
+    staged_rows   pg_catalog.int8 NOT NULL,
+    inserted      pg_catalog.int8 NOT NULL,
+    updated       pg_catalog.int8 NOT NULL,
+    deleted       pg_catalog.int8 NOT NULL,
+    unchanged     pg_catalog.int8 NOT NULL,
+    stale         pg_catalog.int8 NOT NULL,
+    duplicates    pg_catalog.int8 NOT NULL,
+    conflicts     pg_catalog.int8 NOT NULL,
+    rejected      pg_catalog.int8 NOT NULL,
+    checksum      pg_catalog.text NOT NULL,
+    objects       pg_catalog.jsonb NOT NULL,
+    committed_by  pg_catalog.name NOT NULL,
+    committed_at  pg_catalog.timestamptz NOT NULL,
+    CHECK (staged_rows = inserted + updated + deleted + unchanged + stale
+                         + duplicates + conflicts + rejected)
+);
+CREATE INDEX ON reconcile.receipts (target, committed_at);
+
+-- Every object a committed batch loaded: an object version may be loaded
+-- again (it is then stale or unchanged), but never with other content.
+CREATE TABLE reconcile.batch_objects (
+    batch_id      pg_catalog.text NOT NULL
+        REFERENCES reconcile.receipts ON DELETE CASCADE,
+    target        pg_catalog.regclass NOT NULL,
+    object_key    pg_catalog.text NOT NULL,
+    version_id    pg_catalog.text NOT NULL,
+    content_hash  pg_catalog.text NOT NULL,
+    "rows"        pg_catalog.int8 NOT NULL,
+    PRIMARY KEY (batch_id, object_key)
+);
+CREATE INDEX ON reconcile.batch_objects (target, object_key, version_id);
+
+-- The position of each source in each target, moved in the same
+-- transaction as the batch that reached it.
+CREATE TABLE reconcile.cursors (
+    target      pg_catalog.regclass NOT NULL,
+    source      pg_catalog.text NOT NULL,
+    "position"  pg_catalog.text NOT NULL,
+    batch_id    pg_catalog.text NOT NULL,
+    updated_at  pg_catalog.timestamptz NOT NULL,
+    PRIMARY KEY (target, source)
+);
+
+-- Staged rows that could not be loaded, one row per problem found.
+CREATE TABLE reconcile.rejects (
+    batch_id     pg_catalog.text NOT NULL,
+    target       pg_catalog.regclass NOT NULL,
+    object_key   pg_catalog.text NOT NULL,
+    source_row   pg_catalog.int8,
+    column_name  pg_catalog.text,
+    raw_value    pg_catalog.text,
+    reason       pg_catalog.text NOT NULL
+);
+CREATE INDEX ON reconcile.rejects (batch_id);
+
+-- Staged rows held back because two payloads claim the same key and
+-- version (inside the batch, or against the target's row).
+CREATE TABLE reconcile.conflicts (
+    batch_id       pg_catalog.text NOT NULL,
+    target         pg_catalog.regclass NOT NULL,
+    key            pg_catalog.jsonb NOT NULL,
+    version        pg_catalog.int8 NOT NULL,
+    object_key     pg_catalog.text NOT NULL,
+    source_row     pg_catalog.int8,
+    staged_hash    pg_catalog.bytea NOT NULL,
+    existing_hash  pg_catalog.bytea
+);
+CREATE INDEX ON reconcile.conflicts (batch_id);
+
+-- pg_dump keeps the state: a restored database still recognises replays.
+SELECT pg_catalog.pg_extension_config_dump('reconcile.targets', '');
+SELECT pg_catalog.pg_extension_config_dump('reconcile.receipts', '');
+SELECT pg_catalog.pg_extension_config_dump('reconcile.batch_objects', '');
+SELECT pg_catalog.pg_extension_config_dump('reconcile.cursors', '');
+SELECT pg_catalog.pg_extension_config_dump('reconcile.rejects', '');
+SELECT pg_catalog.pg_extension_config_dump('reconcile.conflicts', '');
+
+-- Only the extension's functions write the state tables (switching to the
+-- owner for that, after checking the caller's rights on the target).
+-- Everyone may read it, but only for targets they may SELECT from: rejects
+-- and conflicts hold raw values from users' data.
+REVOKE ALL ON reconcile.targets, reconcile.receipts, reconcile.batch_objects,
+    reconcile.cursors, reconcile.rejects, reconcile.conflicts FROM PUBLIC;
+GRANT SELECT ON reconcile.targets, reconcile.receipts, reconcile.batch_objects,
+    reconcile.cursors, reconcile.rejects, reconcile.conflicts TO PUBLIC;
+
+ALTER TABLE reconcile.targets ENABLE ROW LEVEL SECURITY;
+ALTER TABLE reconcile.receipts ENABLE ROW LEVEL SECURITY;
+ALTER TABLE reconcile.batch_objects ENABLE ROW LEVEL SECURITY;
+ALTER TABLE reconcile.cursors ENABLE ROW LEVEL SECURITY;
+ALTER TABLE reconcile.rejects ENABLE ROW LEVEL SECURITY;
+ALTER TABLE reconcile.conflicts ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable_targets ON reconcile.targets FOR SELECT
+    USING (pg_catalog.has_table_privilege(target, 'SELECT'));
+CREATE POLICY readable_targets ON reconcile.receipts FOR SELECT
+    USING (pg_catalog.has_table_privilege(target, 'SELECT'));
+CREATE POLICY readable_targets ON reconcile.batch_objects FOR SELECT
+    USING (pg_catalog.has_table_privilege(target, 'SELECT'));
+CREATE POLICY readable_targets ON reconcile.cursors FOR SELECT
+    USING (pg_catalog.has_table_privilege(target, 'SELECT'));
+CREATE POLICY readable_targets ON reconcile.rejects FOR SELECT
+    USING (pg_catalog.has_table_privilege(target, 'SELECT'));
+CREATE POLICY readable_targets ON reconcile.conflicts FOR SELECT
+    USING (pg_catalog.has_table_privilege(target, 'SELECT'));
+
+-- Register a table as a reconcile target.  The caller must own it.
+CREATE FUNCTION reconcile_register(
+    target pg_catalog.regclass,
+    key_columns pg_catalog.text[],
+    version_column pg_catalog.text,
+    deleted_column pg_catalog.text,
+    hash_column pg_catalog.text,
+    conflict_policy pg_catalog.text DEFAULT 'quarantine',
+    payload_columns pg_catalog.text[] DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'reconcile_register'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+-- Forget a target's registration; its receipts and cursors stay.
+CREATE FUNCTION reconcile_unregister(target pg_catalog.regclass)
+RETURNS void
+AS 'MODULE_PATHNAME', 'reconcile_unregister'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+-- The batch id of a manifest: lowercase hex SHA-256 of its canonical form.
+CREATE FUNCTION reconcile_batch_id(manifest pg_catalog.jsonb)
+RETURNS pg_catalog.text
+AS 'MODULE_PATHNAME', 'reconcile_batch_id'
+LANGUAGE C CALLED ON NULL INPUT IMMUTABLE;
+
+-- The canonical text of a manifest, whose SHA-256 is the batch id.
+CREATE FUNCTION reconcile_canonical_manifest(manifest pg_catalog.jsonb)
+RETURNS pg_catalog.text
+AS 'MODULE_PATHNAME', 'reconcile_canonical_manifest'
+LANGUAGE C CALLED ON NULL INPUT IMMUTABLE;
+
+-- What reconcile_batch returns: the batch's receipt.
+CREATE TYPE reconcile.receipt AS (
+    batch_id     pg_catalog.text,
+    target       pg_catalog.regclass,
+    status       pg_catalog.text,
+    inserted     pg_catalog.int8,
+    updated      pg_catalog.int8,
+    deleted      pg_catalog.int8,
+    unchanged    pg_catalog.int8,
+    stale        pg_catalog.int8,
+    duplicates   pg_catalog.int8,
+    conflicts    pg_catalog.int8,
+    rejected     pg_catalog.int8,
+    checksum     pg_catalog.text,
+    committed_at pg_catalog.timestamptz,
+    staged_rows  pg_catalog.int8,
+    objects      pg_catalog.jsonb
+);
+
+-- Stage, check and merge one batch; returns its receipt.
+CREATE FUNCTION reconcile_batch(
+    target pg_catalog.regclass,
+    staged pg_catalog.regclass,
+    manifest pg_catalog.jsonb,
+    source pg_catalog.text DEFAULT NULL,
+    "cursor" pg_catalog.text DEFAULT NULL)
+RETURNS SETOF reconcile.receipt
+AS 'MODULE_PATHNAME', 'reconcile_batch'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 1;

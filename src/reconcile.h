@@ -1,8 +1,179 @@
 /*
  * reconcile.h
  *		Declarations shared by the reconcile extension's C files.
+ *
+ * A batch flows through: manifest.c (parse, canonicalise, batch id),
+ * target.c (registration, privileges, the state tables' owner), stage.c
+ * (read the staged rows once: cast, reject, hash, sort), merge.c (one pass
+ * over the sorted rows: duplicates, conflicts, winners, the write) and
+ * receipt.c (receipts, objects, cursors, replay), driven by batch.c.
  */
 #ifndef RECONCILE_H
 #define RECONCILE_H
 
-#endif
+#include "access/attnum.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+#include "utils/array.h"
+#include "utils/jsonb.h"
+#include "utils/tuplesort.h"
+
+#define RECONCILE_SHA256_LEN 32
+#define RECONCILE_HEX_LEN (RECONCILE_SHA256_LEN * 2)
+
+/* ---- manifest.c ---- */
+
+typedef struct ManifestEntry
+{
+	char	   *object_key;
+	char	   *version_id;
+	char	   *content_hash;
+	int64		rows;
+} ManifestEntry;
+
+typedef struct Manifest
+{
+	int			nentries;
+	ManifestEntry *entries;		/* sorted by object_key, bytewise */
+	char	   *canonical;		/* the canonical JSON text */
+	char		batch_id[RECONCILE_HEX_LEN + 1];
+} Manifest;
+
+extern Manifest *manifest_parse(Jsonb *manifest);
+extern int	manifest_find(const Manifest *manifest, const char *object_key);
+extern void reconcile_sha256(const void *data, size_t len, uint8 *digest);
+extern void reconcile_hex(const uint8 *bytes, int len, char *out);
+
+/* ---- target.c ---- */
+
+/* One column of the target that a batch reads from the staged relation. */
+typedef struct TargetColumn
+{
+	char	   *name;
+	AttrNumber	attnum;			/* in the target */
+	Oid			typid;
+	int32		typmod;
+	Oid			collation;
+	int16		typlen;
+	bool		typbyval;
+	FmgrInfo	in;				/* the target type's input function */
+	Oid			ioparam;
+	FmgrInfo	out;			/* the target type's output function */
+	bool		catch_directly; /* see stage.c: convert_value() */
+} TargetColumn;
+
+typedef struct TargetInfo
+{
+	Oid			relid;
+	char	   *relname;		/* for messages */
+	char	   *qualname;		/* quoted schema.table, for SQL */
+	bool		partitioned;
+	bool		abort_on_conflict;
+
+	int			nkeys;
+	TargetColumn *keys;
+	TargetColumn version;
+	TargetColumn deleted;
+	TargetColumn hash;
+	int			npayload;
+	TargetColumn *payload;
+
+	/* The unique index on exactly the key columns, and its semantics. */
+	Oid			key_index;
+	Oid		   *key_eq_ops;		/* equality operator per key column */
+	Oid		   *key_eq_procs;	/* its function */
+	Oid		   *key_lt_ops;		/* ordering operator per key column */
+	Oid		   *key_collations;
+} TargetInfo;
+
+typedef struct StateUser
+{
+	Oid			save_userid;
+	int			save_sec_context;
+} StateUser;
+
+extern TargetInfo *target_load(Oid relid);
+extern void target_check_batch_privileges(TargetInfo *target, Oid staged);
+extern void state_user_enter(StateUser *saved);
+extern void state_user_leave(StateUser *saved);
+extern char *relation_display_name(Oid relid);
+
+/* ---- stage.c ---- */
+
+/* Disposition of a staged row; the receipt counts one of each per row. */
+typedef enum Disposition
+{
+	DISP_INSERTED,
+	DISP_UPDATED,
+	DISP_DELETED,
+	DISP_UNCHANGED,
+	DISP_STALE,
+	DISP_DUPLICATE,
+	DISP_CONFLICT,
+	DISP_REJECTED,
+	DISP_COUNT
+} Disposition;
+
+extern const char *const disposition_names[DISP_COUNT];
+
+/*
+ * Columns of the sorted stream of valid staged rows, followed by the key
+ * columns and then the payload columns in the target's types.
+ */
+#define SORT_ATT_OBJECT		1	/* int4: index of the object in the manifest */
+#define SORT_ATT_SOURCE_ROW	2	/* int8 */
+#define SORT_ATT_DELETE		3	/* bool: operation is DELETE */
+#define SORT_ATT_VERSION	4	/* int8 */
+#define SORT_ATT_HASH		5	/* bytea: payload hash */
+#define SORT_ATT_FIRST_KEY	6
+
+typedef struct BatchState
+{
+	TargetInfo *target;
+	Oid			staged;
+	Manifest   *manifest;
+	const char *batch_id;
+
+	/* Per object, per disposition. */
+	int64	  (*counts)[DISP_COUNT];
+	int64	   *staged_rows;	/* per object */
+	int64		totals[DISP_COUNT];
+
+	TupleDesc	sortdesc;
+	Tuplesortstate *sort;
+
+	/* Sum modulo 2^256 of the payload hashes of the rows written. */
+	uint8		checksum[RECONCILE_SHA256_LEN];
+} BatchState;
+
+extern void stage_read(BatchState *batch);
+extern void payload_hash_compute(TargetInfo *target, Datum *values,
+								 bool *isnull, bool is_delete, uint8 *digest);
+extern char *key_to_json(TargetInfo *target, Datum *values);
+
+/* ---- merge.c ---- */
+
+extern void merge_batch(BatchState *batch);
+
+/* ---- receipt.c ---- */
+
+/* Buffers rows for one of the state tables and inserts them set-based. */
+typedef struct StateBuffer StateBuffer;
+
+extern StateBuffer *state_buffer_create(const char *insert_sql, int ncolumns,
+										const Oid *types);
+extern void state_buffer_add(StateBuffer *buf, const Datum *values,
+							 const bool *isnull);
+extern void state_buffer_flush(StateBuffer *buf);
+
+extern bool receipt_lookup(const char *batch_id, Oid target, Datum *values,
+						   bool *isnull);
+extern void receipt_check_objects(BatchState *batch);
+extern void receipt_write(BatchState *batch, const char *source,
+						  const char *cursor, Jsonb *manifest,
+						  Datum *values, bool *isnull);
+
+#define RECEIPT_NATTS 15
+
+#endif							/* RECONCILE_H */

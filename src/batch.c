@@ -1,0 +1,111 @@
+/*
+ * batch.c
+ *		reconcile_batch(): stage, check and merge one batch, then write its
+ *		receipt, all in the caller's transaction.
+ *
+ * The order matters.  The target is locked against other writers before
+ * the receipt is looked up, so of two sessions loading one manifest the
+ * second waits and then finds the first one's receipt.  Every check that
+ * can refuse the batch runs before anything is written to the target, and
+ * any error leaves nothing behind: it is one transaction.
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/tuplestore.h"
+
+#include "reconcile.h"
+
+PG_FUNCTION_INFO_V1(reconcile_batch);
+
+static void
+check_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("argument %s of reconcile_batch must not be null", name)));
+}
+
+/* Refuse the batch when an object's staged rows differ from the manifest. */
+static void
+check_row_counts(BatchState *b)
+{
+	for (int i = 0; i < b->manifest->nentries; i++)
+	{
+		ManifestEntry *e = &b->manifest->entries[i];
+
+		if (b->staged_rows[i] != e->rows)
+			ereport(ERROR,
+					(errcode(ERRCODE_CARDINALITY_VIOLATION),
+					 errmsg("batch %s is incomplete: object \"%s\" has " INT64_FORMAT " staged rows, the manifest says " INT64_FORMAT,
+							b->batch_id, e->object_key, b->staged_rows[i], e->rows),
+					 errdetail("Staged relation \"%s\" must hold every row of every object in the manifest, and no more.",
+							   relation_display_name(b->staged)),
+					 errhint("Finish staging the object (or correct its row count) and call reconcile_batch again; nothing was applied.")));
+	}
+}
+
+Datum
+reconcile_batch(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Jsonb	   *manifest_arg;
+	char	   *source = NULL;
+	char	   *cursor = NULL;
+	BatchState *b;
+	Datum		values[RECEIPT_NATTS];
+	bool		isnull[RECEIPT_NATTS];
+
+	check_arg(fcinfo, 0, "target");
+	check_arg(fcinfo, 1, "staged");
+	check_arg(fcinfo, 2, "manifest");
+	if (!PG_ARGISNULL(3))
+		source = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	if (!PG_ARGISNULL(4))
+		cursor = text_to_cstring(PG_GETARG_TEXT_PP(4));
+	if ((source == NULL) != (cursor == NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("arguments source and cursor of reconcile_batch go together"),
+				 errhint("Pass both to move the source's cursor with the batch, or neither.")));
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	b = palloc0(sizeof(BatchState));
+	manifest_arg = PG_GETARG_JSONB_P(2);
+	b->manifest = manifest_parse(manifest_arg);
+	b->batch_id = b->manifest->batch_id;
+	b->staged = PG_GETARG_OID(1);
+	b->counts = palloc0(sizeof(int64) * DISP_COUNT * b->manifest->nentries);
+	b->staged_rows = palloc0(sizeof(int64) * b->manifest->nentries);
+
+	SPI_connect();
+	b->target = target_load(PG_GETARG_OID(0));
+	target_check_batch_privileges(b->target, b->staged);
+
+	/* One batch at a time per target; readers are not blocked. */
+	LockRelationOid(b->target->relid, ShareRowExclusiveLock);
+
+	if (receipt_lookup(b->batch_id, b->target->relid, values, isnull))
+	{
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
+		SPI_finish();
+		return (Datum) 0;
+	}
+
+	receipt_check_objects(b);
+	stage_read(b);
+	check_row_counts(b);
+	merge_batch(b);
+	receipt_write(b, source, cursor, manifest_arg, values, isnull);
+
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
+	SPI_finish();
+	return (Datum) 0;
+}

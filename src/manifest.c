@@ -1,0 +1,268 @@
+/*
+ * manifest.c
+ *		Parse a batch manifest, put it in canonical form and derive the
+ *		batch id from it.
+ *
+ * The canonical form is what a client hashes to predict the batch id: the
+ * entries sorted by object_key (bytewise, UTF-8), each written as
+ * {"object_key":...,"version_id":...,"content_hash":...,"rows":N} with
+ * no blanks, joined with commas inside [ ].  Strings are escaped as JSON
+ * requires and no more, which is what Python's
+ * json.dumps(..., separators=(",", ":"), ensure_ascii=False) writes.
+ */
+#include "postgres.h"
+
+#include "common/cryptohash.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+
+#include "reconcile.h"
+
+PG_FUNCTION_INFO_V1(reconcile_batch_id);
+PG_FUNCTION_INFO_V1(reconcile_canonical_manifest);
+
+/* Raise an error about entry n (1-based, in the order given). */
+#define manifest_error(n, ...) \
+	ereport(ERROR, \
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE), \
+			 errmsg("invalid manifest entry %d", (n)), \
+			 errdetail(__VA_ARGS__), \
+			 errhint("Each manifest entry is an object with the fields object_key, version_id and content_hash (non-empty strings) and rows (a non-negative integer).")))
+
+void
+reconcile_sha256(const void *data, size_t len, uint8 *digest)
+{
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+
+	if (ctx == NULL ||
+		pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) data, len) < 0 ||
+		pg_cryptohash_final(ctx, digest, RECONCILE_SHA256_LEN) < 0)
+		elog(ERROR, "could not compute SHA-256 digest: %s",
+			 pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+}
+
+void
+reconcile_hex(const uint8 *bytes, int len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (int i = 0; i < len; i++)
+	{
+		out[2 * i] = digits[bytes[i] >> 4];
+		out[2 * i + 1] = digits[bytes[i] & 0x0f];
+	}
+	out[2 * len] = '\0';
+}
+
+static char *
+entry_string(int n, const char *field, JsonbValue *v)
+{
+	if (v->type != jbvString)
+		manifest_error(n, "Field \"%s\" must be a string.", field);
+	if (v->val.string.len == 0)
+		manifest_error(n, "Field \"%s\" must not be empty.", field);
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+static int64
+entry_rows(int n, JsonbValue *v)
+{
+	char	   *text;
+	int64		rows;
+	char	   *end;
+
+	if (v->type != jbvNumeric)
+		manifest_error(n, "Field \"rows\" must be a number.");
+	text = DatumGetCString(DirectFunctionCall1(numeric_out,
+											   NumericGetDatum(v->val.numeric)));
+	/* Only plain digits: no sign, fraction or exponent. */
+	if (text[0] == '-')
+		manifest_error(n, "Field \"rows\" must not be negative, but is %s.", text);
+	if (strspn(text, "0123456789") != strlen(text))
+		manifest_error(n, "Field \"rows\" must be an integer, but is %s.", text);
+	errno = 0;
+	rows = strtoi64(text, &end, 10);
+	if (errno != 0 || *end != '\0')
+		manifest_error(n, "Field \"rows\" is out of range: %s.", text);
+	return rows;
+}
+
+static void
+parse_entry(int n, JsonbValue *elem, ManifestEntry *entry)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	bool		have_rows = false;
+
+	if (elem->type != jbvBinary || !JsonContainerIsObject(elem->val.binary.data))
+		manifest_error(n, "Each entry must be a JSON object.");
+
+	memset(entry, 0, sizeof(*entry));
+	it = JsonbIteratorInit(elem->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char	   *field;
+
+		if (tok != WJB_KEY)
+			continue;
+		field = pnstrdup(v.val.string.val, v.val.string.len);
+		tok = JsonbIteratorNext(&it, &v, true);
+		Assert(tok == WJB_VALUE);
+
+		if (strcmp(field, "object_key") == 0)
+			entry->object_key = entry_string(n, field, &v);
+		else if (strcmp(field, "version_id") == 0)
+			entry->version_id = entry_string(n, field, &v);
+		else if (strcmp(field, "content_hash") == 0)
+			entry->content_hash = entry_string(n, field, &v);
+		else if (strcmp(field, "rows") == 0)
+		{
+			entry->rows = entry_rows(n, &v);
+			have_rows = true;
+		}
+		else
+			manifest_error(n, "Field \"%s\" is not a manifest field.", field);
+	}
+
+	if (entry->object_key == NULL)
+		manifest_error(n, "Field \"object_key\" is missing.");
+	if (entry->version_id == NULL)
+		manifest_error(n, "Field \"version_id\" is missing in object \"%s\".",
+					   entry->object_key);
+	if (entry->content_hash == NULL)
+		manifest_error(n, "Field \"content_hash\" is missing in object \"%s\".",
+					   entry->object_key);
+	if (!have_rows)
+		manifest_error(n, "Field \"rows\" is missing in object \"%s\".",
+					   entry->object_key);
+}
+
+static int
+compare_entries(const void *a, const void *b)
+{
+	return strcmp(((const ManifestEntry *) a)->object_key,
+				  ((const ManifestEntry *) b)->object_key);
+}
+
+/*
+ * Parse and validate a manifest; the entries come back sorted by
+ * object_key, with the canonical text and the batch id filled in.
+ */
+Manifest *
+manifest_parse(Jsonb *jb)
+{
+	Manifest   *m = palloc0(sizeof(Manifest));
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	StringInfoData buf;
+	uint8		digest[RECONCILE_SHA256_LEN];
+	int			n = 0;
+
+	if (!JB_ROOT_IS_ARRAY(jb) || JB_ROOT_IS_SCALAR(jb))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("manifest must be a JSON array"),
+				 errhint("Pass one object per staged object, for example [{\"object_key\":\"crm/part-0001.csv\",\"version_id\":\"3Lg\",\"content_hash\":\"sha256:...\",\"rows\":5}].")));
+
+	m->nentries = JB_ROOT_COUNT(jb);
+	if (m->nentries == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("manifest has no entries"),
+				 errhint("A batch loads at least one object.")));
+	m->entries = palloc0(sizeof(ManifestEntry) * m->nentries);
+
+	it = JsonbIteratorInit(&jb->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok != WJB_ELEM)
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		parse_entry(n + 1, &v, &m->entries[n]);
+		n++;
+	}
+	Assert(n == m->nentries);
+
+	qsort(m->entries, m->nentries, sizeof(ManifestEntry), compare_entries);
+	for (int i = 1; i < m->nentries; i++)
+		if (strcmp(m->entries[i - 1].object_key, m->entries[i].object_key) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("manifest lists object \"%s\" more than once",
+							m->entries[i].object_key),
+					 errhint("A batch loads each object once; list one version of it.")));
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '[');
+	for (int i = 0; i < m->nentries; i++)
+	{
+		ManifestEntry *e = &m->entries[i];
+
+		if (i > 0)
+			appendStringInfoChar(&buf, ',');
+		appendStringInfoString(&buf, "{\"object_key\":");
+		escape_json(&buf, e->object_key);
+		appendStringInfoString(&buf, ",\"version_id\":");
+		escape_json(&buf, e->version_id);
+		appendStringInfoString(&buf, ",\"content_hash\":");
+		escape_json(&buf, e->content_hash);
+		appendStringInfo(&buf, ",\"rows\":" INT64_FORMAT "}", e->rows);
+	}
+	appendStringInfoChar(&buf, ']');
+	m->canonical = buf.data;
+
+	reconcile_sha256(buf.data, buf.len, digest);
+	reconcile_hex(digest, RECONCILE_SHA256_LEN, m->batch_id);
+	return m;
+}
+
+/* Index of an object in the manifest's sorted entries, or -1. */
+int
+manifest_find(const Manifest *m, const char *object_key)
+{
+	int			lo = 0,
+				hi = m->nentries - 1;
+
+	while (lo <= hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+		int			c = strcmp(object_key, m->entries[mid].object_key);
+
+		if (c == 0)
+			return mid;
+		if (c < 0)
+			hi = mid - 1;
+		else
+			lo = mid + 1;
+	}
+	return -1;
+}
+
+static Manifest *
+manifest_from_arg(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("manifest must not be null")));
+	return manifest_parse(PG_GETARG_JSONB_P(0));
+}
+
+Datum
+reconcile_batch_id(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(manifest_from_arg(fcinfo)->batch_id));
+}
+
+Datum
+reconcile_canonical_manifest(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(manifest_from_arg(fcinfo)->canonical));
+}

@@ -1,0 +1,650 @@
+/*
+ * merge.c
+ *		One pass over the sorted staged rows: duplicates, conflicts,
+ *		winners, and the version-monotonic write.
+ *
+ * The rows arrive grouped by key, highest version first, ties in source
+ * order (object_key, source_row).  For each key the first row is the
+ * candidate winner.  Two rows with the same version but different payload
+ * hashes are a conflict, and so is a winner whose version equals the
+ * target row's with another hash: under 'quarantine' every staged row of
+ * such a key is held back in reconcile.conflicts, under 'abort' the batch
+ * fails.  Otherwise the winner is compared with the target row found by
+ * probing the key's unique index: a higher version is written (an UPSERT
+ * as a live row, a DELETE as a tombstone), an equal one is unchanged and a
+ * lower one is stale.  Within a version the first row takes that
+ * disposition and the others are exact duplicates; rows of lower versions
+ * are stale.
+ *
+ * Winners are collected in a temporary table and applied with one INSERT
+ * and two UPDATE statements run with the caller's rights, so the target's
+ * constraints, indexes, triggers and partitions work as for any statement.
+ * The UPDATEs repeat the version check (target version < new version), so
+ * a row can never move backwards.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/partition.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+
+#include "reconcile.h"
+
+/* How many conflicts an 'abort' error names. */
+#define CONFLICTS_NAMED 5
+
+/* Actions in the apply table. */
+#define ACTION_INSERT 'I'
+#define ACTION_UPDATE 'U'
+#define ACTION_DELETE 'D'
+
+typedef struct GroupRow
+{
+	int32		obj;
+	int64		source_row;
+	bool		is_delete;
+	int64		version;
+	uint8		hash[RECONCILE_SHA256_LEN];
+} GroupRow;
+
+/* The target's key index, per leaf partition for a partitioned target. */
+typedef struct ProbePart
+{
+	Relation	heap;
+	Relation	index;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	AttrNumber	version_attnum;
+	AttrNumber	hash_attnum;
+} ProbePart;
+
+typedef struct Probe
+{
+	int			nparts;
+	ProbePart  *parts;
+	Snapshot	snapshot;
+	ScanKeyData *skeys;
+} Probe;
+
+typedef struct Merger
+{
+	BatchState *b;
+	TargetInfo *t;
+	MemoryContext groupcxt;
+
+	/* The current key's rows. */
+	Datum	   *values;			/* first row's sort tuple, copied */
+	bool	   *isnull;
+	GroupRow   *rows;
+	int			nrows;
+	int			maxrows;
+
+	Probe	   *probe;
+	Probe	   *latest;			/* REPEATABLE READ: catches concurrent inserts */
+
+	StateBuffer *conflicts;
+	int64		nconflicts;
+	StringInfoData named;		/* conflicts named in an 'abort' error */
+
+	Relation	apply;
+	char	   *apply_name;
+	BulkInsertState bistate;
+	TupleTableSlot *apply_slot;
+	int64		nactions[3];	/* insert, update, delete */
+} Merger;
+
+/* ---- probing the target ---- */
+
+static Probe *
+probe_open(TargetInfo *t, Snapshot snapshot)
+{
+	Probe	   *p = palloc0(sizeof(Probe));
+	List	   *leaves = NIL;
+	ListCell   *lc;
+	int			n = 0;
+
+	p->snapshot = RegisterSnapshot(snapshot);
+	p->skeys = palloc0(sizeof(ScanKeyData) * t->nkeys);
+	if (!t->partitioned)
+		leaves = list_make1_oid(t->relid);
+	else
+		foreach(lc, find_all_inheritors(t->relid, AccessShareLock, NULL))
+			if (get_rel_relkind(lfirst_oid(lc)) == RELKIND_RELATION)
+				leaves = lappend_oid(leaves, lfirst_oid(lc));
+
+	p->parts = palloc0(sizeof(ProbePart) * Max(list_length(leaves), 1));
+	foreach(lc, leaves)
+	{
+		ProbePart  *part = &p->parts[n++];
+		Oid			relid = lfirst_oid(lc);
+
+		part->heap = table_open(relid, AccessShareLock);
+		part->index = index_open(t->partitioned ?
+								 index_get_partition(part->heap, t->key_index) :
+								 t->key_index, AccessShareLock);
+		part->scan = index_beginscan(part->heap, part->index, p->snapshot,
+									 t->nkeys, 0);
+		part->slot = table_slot_create(part->heap, NULL);
+		part->version_attnum = get_attnum(relid, t->version.name);
+		part->hash_attnum = get_attnum(relid, t->hash.name);
+	}
+	p->nparts = n;
+	return p;
+}
+
+static void
+probe_close(Probe *p)
+{
+	for (int i = 0; i < p->nparts; i++)
+	{
+		ProbePart  *part = &p->parts[i];
+
+		index_endscan(part->scan);
+		ExecDropSingleTupleTableSlot(part->slot);
+		index_close(part->index, AccessShareLock);
+		table_close(part->heap, AccessShareLock);
+	}
+	UnregisterSnapshot(p->snapshot);
+}
+
+/*
+ * Find the target row of a key; returns false if there is none.  The
+ * existing hash is copied into *hash (NULL when the row has none).
+ */
+static bool
+probe_find(Probe *p, TargetInfo *t, Datum *keys, int64 *version, bytea **hash)
+{
+	for (int i = 0; i < t->nkeys; i++)
+	{
+		ScanKeyInit(&p->skeys[i], i + 1, BTEqualStrategyNumber,
+					t->key_eq_procs[i], keys[i]);
+		p->skeys[i].sk_collation = t->key_collations[i];
+	}
+	for (int i = 0; i < p->nparts; i++)
+	{
+		ProbePart  *part = &p->parts[i];
+		bool		isnull;
+		Datum		d;
+
+		index_rescan(part->scan, p->skeys, t->nkeys, NULL, 0);
+		if (!index_getnext_slot(part->scan, ForwardScanDirection, part->slot))
+			continue;
+		d = slot_getattr(part->slot, part->version_attnum, &isnull);
+		*version = t->version.typid == INT8OID ? DatumGetInt64(d) :
+			t->version.typid == INT4OID ? DatumGetInt32(d) : DatumGetInt16(d);
+		d = slot_getattr(part->slot, part->hash_attnum, &isnull);
+		*hash = isnull ? NULL : DatumGetByteaPCopy(d);
+		ExecClearTuple(part->slot);
+		return true;
+	}
+	return false;
+}
+
+/* ---- the apply table ---- */
+
+/* Columns: keys, version, deleted, hash, payload, action. */
+static void
+apply_create(Merger *m)
+{
+	TargetInfo *t = m->t;
+	StringInfoData sql;
+	TupleDesc	desc PG_USED_FOR_ASSERTS_ONLY;
+
+	m->apply_name = psprintf("reconcile_apply_%.16s", m->b->batch_id);
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE TEMPORARY TABLE %s (", quote_identifier(m->apply_name));
+	for (int i = 0; i < t->nkeys; i++)
+		appendStringInfo(&sql, "k%d %s, ", i + 1,
+						 format_type_extended(t->keys[i].typid, t->keys[i].typmod,
+											  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+	appendStringInfo(&sql, "v %s, d pg_catalog.bool, h pg_catalog.bytea",
+					 format_type_be_qualified(t->version.typid));
+	for (int i = 0; i < t->npayload; i++)
+		appendStringInfo(&sql, ", p%d %s", i + 1,
+						 format_type_extended(t->payload[i].typid, t->payload[i].typmod,
+											  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+	appendStringInfoString(&sql, ", a pg_catalog.\"char\") ON COMMIT DROP");
+	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not create %s", m->apply_name);
+
+	m->apply = table_open(RelnameGetRelid(m->apply_name), RowExclusiveLock);
+	desc = RelationGetDescr(m->apply);
+	Assert(desc->natts == t->nkeys + 3 + t->npayload + 1);
+	m->apply_slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	m->bistate = GetBulkInsertState();
+}
+
+static Datum
+version_datum(TargetInfo *t, int64 v)
+{
+	return t->version.typid == INT8OID ? Int64GetDatum(v) :
+		t->version.typid == INT4OID ? Int32GetDatum((int32) v) : Int16GetDatum((int16) v);
+}
+
+/* Queue the group's winner (its first row) with an action. */
+static void
+apply_add(Merger *m, char action)
+{
+	TargetInfo *t = m->t;
+	TupleTableSlot *slot = m->apply_slot;
+	GroupRow   *w = &m->rows[0];
+	int			a = 0;
+	bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
+
+	ExecClearTuple(slot);
+	for (int i = 0; i < t->nkeys; i++, a++)
+	{
+		slot->tts_values[a] = m->values[SORT_ATT_FIRST_KEY - 1 + i];
+		slot->tts_isnull[a] = false;
+	}
+	SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
+	memcpy(VARDATA(h), w->hash, RECONCILE_SHA256_LEN);
+	slot->tts_values[a] = version_datum(t, w->version);
+	slot->tts_isnull[a++] = false;
+	slot->tts_values[a] = BoolGetDatum(w->is_delete);
+	slot->tts_isnull[a++] = false;
+	slot->tts_values[a] = PointerGetDatum(h);
+	slot->tts_isnull[a++] = false;
+	for (int i = 0; i < t->npayload; i++, a++)
+	{
+		slot->tts_values[a] = m->values[SORT_ATT_FIRST_KEY - 1 + t->nkeys + i];
+		slot->tts_isnull[a] = m->isnull[SORT_ATT_FIRST_KEY - 1 + t->nkeys + i];
+	}
+	slot->tts_values[a] = CharGetDatum(action);
+	slot->tts_isnull[a] = false;
+	ExecStoreVirtualTuple(slot);
+	table_tuple_insert(m->apply, slot, GetCurrentCommandId(true), 0, m->bistate);
+	m->nactions[action == ACTION_INSERT ? 0 : action == ACTION_UPDATE ? 1 : 2]++;
+
+	/* The receipt's checksum: sum of the written payload hashes mod 2^256. */
+	{
+		int			carry = 0;
+
+		for (int i = RECONCILE_SHA256_LEN - 1; i >= 0; i--)
+		{
+			int			sum = m->b->checksum[i] + w->hash[i] + carry;
+
+			m->b->checksum[i] = sum & 0xff;
+			carry = sum >> 8;
+		}
+	}
+}
+
+static void
+apply_check(Merger *m, const char *what, uint64 expected)
+{
+	if (SPI_processed != expected)
+		ereport(ERROR,
+				(errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
+				 errmsg("batch %s %s " UINT64_FORMAT " rows of table \"%s\" but expected to %s " UINT64_FORMAT,
+						m->b->batch_id, what, SPI_processed, m->t->relname, what, expected),
+				 errdetail("A trigger on the target skipped rows, or the target changed during the batch."),
+				 errhint("reconcile_batch refuses to commit a receipt that does not match the target; nothing was applied.")));
+}
+
+/* Write the queued winners to the target, with the caller's rights. */
+static void
+apply_run(Merger *m)
+{
+	TargetInfo *t = m->t;
+	StringInfoData cols,
+				sel,
+				keymatch,
+				set;
+	const char *tmp = quote_identifier(m->apply_name);
+	char	   *sql;
+
+	ExecDropSingleTupleTableSlot(m->apply_slot);
+	FreeBulkInsertState(m->bistate);
+	table_close(m->apply, NoLock);
+	CommandCounterIncrement();
+
+	initStringInfo(&cols);
+	initStringInfo(&sel);
+	initStringInfo(&keymatch);
+	initStringInfo(&set);
+	for (int i = 0; i < t->nkeys; i++)
+	{
+		HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(t->key_eq_ops[i]));
+		Form_pg_operator op;
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for operator %u", t->key_eq_ops[i]);
+		op = (Form_pg_operator) GETSTRUCT(tup);
+		appendStringInfo(&cols, "%s, ", quote_identifier(t->keys[i].name));
+		appendStringInfo(&sel, "w.k%d, ", i + 1);
+		appendStringInfo(&keymatch, " AND t.%s OPERATOR(%s.%s) w.k%d",
+						 quote_identifier(t->keys[i].name),
+						 quote_identifier(get_namespace_name(op->oprnamespace)),
+						 NameStr(op->oprname), i + 1);
+		ReleaseSysCache(tup);
+	}
+	appendStringInfo(&cols, "%s, %s, %s", quote_identifier(t->version.name),
+					 quote_identifier(t->deleted.name), quote_identifier(t->hash.name));
+	appendStringInfoString(&sel, "w.v, w.d, w.h");
+	for (int i = 0; i < t->npayload; i++)
+	{
+		appendStringInfo(&cols, ", %s", quote_identifier(t->payload[i].name));
+		appendStringInfo(&sel, ", w.p%d", i + 1);
+		appendStringInfo(&set, ", %s = w.p%d", quote_identifier(t->payload[i].name), i + 1);
+	}
+
+	if (m->nactions[0] > 0)
+	{
+		sql = psprintf("INSERT INTO %s AS t (%s) SELECT %s FROM %s AS w WHERE w.a OPERATOR(pg_catalog.=) 'I'",
+					   t->qualname, cols.data, sel.data, tmp);
+		if (SPI_execute(sql, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not insert into %s", t->relname);
+		apply_check(m, "inserted", m->nactions[0]);
+	}
+	if (m->nactions[1] > 0)
+	{
+		sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = false, %s = w.h%s FROM %s AS w"
+					   " WHERE w.a OPERATOR(pg_catalog.=) 'U'%s AND t.%s OPERATOR(pg_catalog.<) w.v",
+					   t->qualname, quote_identifier(t->version.name),
+					   quote_identifier(t->deleted.name), quote_identifier(t->hash.name),
+					   set.data, tmp, keymatch.data, quote_identifier(t->version.name));
+		if (SPI_execute(sql, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not update %s", t->relname);
+		apply_check(m, "updated", m->nactions[1]);
+	}
+	if (m->nactions[2] > 0)
+	{
+		/* A tombstone keeps the row's last payload; only its state moves. */
+		sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = true, %s = w.h FROM %s AS w"
+					   " WHERE w.a OPERATOR(pg_catalog.=) 'D'%s AND t.%s OPERATOR(pg_catalog.<) w.v",
+					   t->qualname, quote_identifier(t->version.name),
+					   quote_identifier(t->deleted.name), quote_identifier(t->hash.name),
+					   tmp, keymatch.data, quote_identifier(t->version.name));
+		if (SPI_execute(sql, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not update %s", t->relname);
+		apply_check(m, "deleted", m->nactions[2]);
+	}
+	if (SPI_execute(psprintf("DROP TABLE %s", tmp), false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not drop %s", m->apply_name);
+}
+
+/* ---- the pass over sorted rows ---- */
+
+static void
+count_row(Merger *m, GroupRow *row, Disposition d)
+{
+	m->b->counts[row->obj][d]++;
+	m->b->totals[d]++;
+}
+
+static void
+record_conflicts(Merger *m, bytea *existing)
+{
+	TargetInfo *t = m->t;
+	char	   *key = key_to_json(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
+
+	for (int i = 0; i < m->nrows; i++)
+	{
+		GroupRow   *row = &m->rows[i];
+
+		count_row(m, row, DISP_CONFLICT);
+		m->nconflicts++;
+		if (t->abort_on_conflict)
+		{
+			if (m->nconflicts <= CONFLICTS_NAMED)
+				appendStringInfo(&m->named, "%skey %s version " INT64_FORMAT " in object \"%s\" row " INT64_FORMAT,
+								 m->nconflicts > 1 ? "; " : "", key, row->version,
+								 m->b->manifest->entries[row->obj].object_key,
+								 row->source_row);
+		}
+		else
+		{
+			Datum		values[8];
+			bool		isnull[8] = {false};
+			bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
+
+			SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
+			memcpy(VARDATA(h), row->hash, RECONCILE_SHA256_LEN);
+			values[0] = CStringGetTextDatum(m->b->batch_id);
+			values[1] = ObjectIdGetDatum(t->relid);
+			values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(key));
+			values[3] = Int64GetDatum(row->version);
+			values[4] = CStringGetTextDatum(m->b->manifest->entries[row->obj].object_key);
+			values[5] = Int64GetDatum(row->source_row);
+			values[6] = PointerGetDatum(h);
+			values[7] = PointerGetDatum(existing);
+			isnull[7] = (existing == NULL);
+			state_buffer_add(m->conflicts, values, isnull);
+		}
+	}
+}
+
+static bool
+hash_equals(bytea *a, const uint8 *b)
+{
+	return a != NULL && VARSIZE_ANY_EXHDR(a) == RECONCILE_SHA256_LEN &&
+		memcmp(VARDATA_ANY(a), b, RECONCILE_SHA256_LEN) == 0;
+}
+
+/* Decide every row of the current key. */
+static void
+merge_group(Merger *m)
+{
+	TargetInfo *t = m->t;
+	Datum	   *keys = &m->values[SORT_ATT_FIRST_KEY - 1];
+	GroupRow   *w = &m->rows[0];
+	bool		conflict = false;
+	bool		found;
+	int64		tversion = 0;
+	bytea	   *thash = NULL;
+	Disposition first;
+
+	/* Same version, another payload: the rows arrive sorted by version. */
+	for (int i = 1, start = 0; i < m->nrows; i++)
+	{
+		if (m->rows[i].version != m->rows[i - 1].version)
+			start = i;
+		else if (memcmp(m->rows[i].hash, m->rows[start].hash, RECONCILE_SHA256_LEN) != 0)
+			conflict = true;
+	}
+
+	found = probe_find(m->probe, t, keys, &tversion, &thash);
+	if (!found && m->latest != NULL &&
+		probe_find(m->latest, t, keys, &tversion, &thash))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access to table \"%s\" due to a concurrent insert",
+						t->relname),
+				 errdetail("Key %s was written by a transaction that committed after this one began.",
+						   key_to_json(t, keys)),
+				 errhint("Retry the transaction.")));
+
+	if (!conflict && found && tversion == w->version && !hash_equals(thash, w->hash))
+		conflict = true;
+
+	if (conflict)
+	{
+		record_conflicts(m, found && tversion == w->version ? thash : NULL);
+		return;
+	}
+
+	if (!found)
+	{
+		first = w->is_delete ? DISP_DELETED : DISP_INSERTED;
+		apply_add(m, ACTION_INSERT);
+	}
+	else if (w->version > tversion)
+	{
+		first = w->is_delete ? DISP_DELETED : DISP_UPDATED;
+		apply_add(m, w->is_delete ? ACTION_DELETE : ACTION_UPDATE);
+	}
+	else if (w->version == tversion)
+		first = DISP_UNCHANGED;
+	else
+		first = DISP_STALE;
+
+	count_row(m, w, first);
+	for (int i = 1; i < m->nrows; i++)
+	{
+		if (m->rows[i].version != m->rows[i - 1].version)
+			count_row(m, &m->rows[i], DISP_STALE);
+		else
+			count_row(m, &m->rows[i], DISP_DUPLICATE);
+	}
+}
+
+static bool
+same_key(Merger *m, TupleTableSlot *slot)
+{
+	TargetInfo *t = m->t;
+
+	for (int i = 0; i < t->nkeys; i++)
+	{
+		AttrNumber	a = SORT_ATT_FIRST_KEY + i;
+		bool		isnull;
+		Datum		d = slot_getattr(slot, a, &isnull);
+
+		if (!DatumGetBool(OidFunctionCall2Coll(t->key_eq_procs[i], t->key_collations[i],
+											   m->values[a - 1], d)))
+			return false;
+	}
+	return true;
+}
+
+/* Start a new group with the slot's row: copy the values it needs. */
+static void
+group_start(Merger *m, TupleTableSlot *slot)
+{
+	TupleDesc	desc = slot->tts_tupleDescriptor;
+	MemoryContext old = MemoryContextSwitchTo(m->groupcxt);
+
+	slot_getallattrs(slot);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		m->isnull[i] = slot->tts_isnull[i];
+		m->values[i] = slot->tts_isnull[i] ? (Datum) 0 :
+			datumCopy(slot->tts_values[i], att->attbyval, att->attlen);
+	}
+	MemoryContextSwitchTo(old);
+	m->nrows = 0;
+}
+
+static void
+group_add(Merger *m, TupleTableSlot *slot)
+{
+	GroupRow   *row;
+	bool		isnull;
+	bytea	   *h;
+
+	if (m->nrows == m->maxrows)
+	{
+		m->maxrows *= 2;
+		m->rows = repalloc_huge(m->rows, sizeof(GroupRow) * m->maxrows);
+	}
+	row = &m->rows[m->nrows++];
+	row->obj = DatumGetInt32(slot_getattr(slot, SORT_ATT_OBJECT, &isnull));
+	row->source_row = DatumGetInt64(slot_getattr(slot, SORT_ATT_SOURCE_ROW, &isnull));
+	row->is_delete = DatumGetBool(slot_getattr(slot, SORT_ATT_DELETE, &isnull));
+	row->version = DatumGetInt64(slot_getattr(slot, SORT_ATT_VERSION, &isnull));
+	h = DatumGetByteaPP(slot_getattr(slot, SORT_ATT_HASH, &isnull));
+	memcpy(row->hash, VARDATA_ANY(h), RECONCILE_SHA256_LEN);
+}
+
+void
+merge_batch(BatchState *b)
+{
+	Merger		m;
+	TupleTableSlot *slot;
+	bool		in_group = false;
+	static const Oid conflict_types[8] = {TEXTOID, REGCLASSOID, JSONBOID, INT8OID,
+	TEXTOID, INT8OID, BYTEAOID, BYTEAOID};
+
+	memset(&m, 0, sizeof(m));
+	m.b = b;
+	m.t = b->target;
+	m.groupcxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile key group",
+									   ALLOCSET_DEFAULT_SIZES);
+	m.values = palloc(sizeof(Datum) * b->sortdesc->natts);
+	m.isnull = palloc(sizeof(bool) * b->sortdesc->natts);
+	m.maxrows = 16;
+	m.rows = palloc(sizeof(GroupRow) * m.maxrows);
+	initStringInfo(&m.named);
+	m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
+									  " key, version, object_key, source_row, staged_hash,"
+									  " existing_hash)"
+									  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))",
+									  8, conflict_types);
+
+	/*
+	 * The target is locked against other writers; read it as of now.  Under
+	 * REPEATABLE READ the transaction's snapshot may predate a batch that
+	 * committed while this one waited for the lock: a second probe with the
+	 * latest snapshot turns that into a serialization failure instead of a
+	 * unique violation.
+	 */
+	if (IsolationUsesXactSnapshot())
+	{
+		m.probe = probe_open(m.t, GetTransactionSnapshot());
+		m.latest = probe_open(m.t, GetLatestSnapshot());
+	}
+	else
+		m.probe = probe_open(m.t, GetLatestSnapshot());
+	apply_create(&m);
+
+	tuplesort_performsort(b->sort);
+	slot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsMinimalTuple);
+	while (tuplesort_gettupleslot(b->sort, true, false, slot, NULL))
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (in_group && !same_key(&m, slot))
+		{
+			merge_group(&m);
+			MemoryContextReset(m.groupcxt);
+			in_group = false;
+		}
+		if (!in_group)
+		{
+			group_start(&m, slot);
+			in_group = true;
+		}
+		group_add(&m, slot);
+	}
+	if (in_group)
+		merge_group(&m);
+	ExecDropSingleTupleTableSlot(slot);
+	tuplesort_end(b->sort);
+	b->sort = NULL;
+
+	probe_close(m.probe);
+	if (m.latest)
+		probe_close(m.latest);
+
+	if (m.nconflicts > 0 && m.t->abort_on_conflict)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("batch %s has " INT64_FORMAT " conflicting rows for table \"%s\"",
+						b->batch_id, m.nconflicts, m.t->relname),
+				 errdetail("Different payloads claim the same key and version: %s%s.",
+						   m.named.data, m.nconflicts > CONFLICTS_NAMED ? "; ..." : ""),
+				 errhint("Nothing was applied. Correct the source, or register the target with conflict_policy => 'quarantine' to hold conflicting keys back and load the rest.")));
+	state_buffer_flush(m.conflicts);
+	apply_run(&m);
+	MemoryContextDelete(m.groupcxt);
+}

@@ -1,0 +1,361 @@
+/*
+ * receipt.c
+ *		Receipts, loaded objects and cursors: what makes a replay a no-op.
+ *
+ * A committed batch leaves one receipt (keyed by its batch id), one row
+ * per object it loaded and, when it names a source, the source's cursor,
+ * all in the transaction that merged it.  A manifest whose batch id has a
+ * receipt is a replay and gets the stored receipt back.  The state tables
+ * are written as their owner (see target.c), set-based: rows are buffered
+ * in arrays and inserted with one INSERT ... SELECT FROM unnest(...).
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "reconcile.h"
+
+#define STATE_BUFFER_ROWS 10000
+
+struct StateBuffer
+{
+	const char *sql;
+	int			ncolumns;
+	Oid		   *types;
+	Oid		   *array_types;
+	MemoryContext cxt;
+	ArrayBuildState **columns;
+	int			nrows;
+};
+
+static void
+state_buffer_reset(StateBuffer *buf)
+{
+	MemoryContextReset(buf->cxt);
+	buf->columns = MemoryContextAlloc(buf->cxt, sizeof(ArrayBuildState *) * buf->ncolumns);
+	for (int i = 0; i < buf->ncolumns; i++)
+		buf->columns[i] = initArrayResult(buf->types[i], buf->cxt, false);
+	buf->nrows = 0;
+}
+
+/*
+ * A buffer for one state table.  insert_sql takes one array parameter per
+ * column, in order.
+ */
+StateBuffer *
+state_buffer_create(const char *insert_sql, int ncolumns, const Oid *types)
+{
+	StateBuffer *buf = palloc0(sizeof(StateBuffer));
+
+	buf->sql = insert_sql;
+	buf->ncolumns = ncolumns;
+	buf->types = palloc(sizeof(Oid) * ncolumns);
+	buf->array_types = palloc(sizeof(Oid) * ncolumns);
+	for (int i = 0; i < ncolumns; i++)
+	{
+		buf->types[i] = types[i];
+		buf->array_types[i] = get_array_type(types[i]);
+	}
+	buf->cxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile state buffer",
+									 ALLOCSET_DEFAULT_SIZES);
+	state_buffer_reset(buf);
+	return buf;
+}
+
+void
+state_buffer_add(StateBuffer *buf, const Datum *values, const bool *isnull)
+{
+	for (int i = 0; i < buf->ncolumns; i++)
+		accumArrayResult(buf->columns[i], values[i], isnull[i], buf->types[i], buf->cxt);
+	if (++buf->nrows >= STATE_BUFFER_ROWS)
+		state_buffer_flush(buf);
+}
+
+void
+state_buffer_flush(StateBuffer *buf)
+{
+	Datum	   *args;
+	StateUser	su;
+
+	if (buf->nrows == 0)
+		return;
+	args = palloc(sizeof(Datum) * buf->ncolumns);
+	for (int i = 0; i < buf->ncolumns; i++)
+		args[i] = makeArrayResult(buf->columns[i], CurrentMemoryContext);
+	state_user_enter(&su);
+	if (SPI_execute_with_args(buf->sql, buf->ncolumns, buf->array_types, args,
+							  NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not write reconcile state: %s", buf->sql);
+	state_user_leave(&su);
+	state_buffer_reset(buf);
+}
+
+/*
+ * Under REPEATABLE READ or SERIALIZABLE the transaction may not see a
+ * receipt that a concurrent session committed while this one waited for
+ * the target's lock; look with the latest snapshot too.
+ */
+static bool
+receipt_committed_concurrently(const char *batch_id)
+{
+	Oid			nsp = get_namespace_oid("reconcile", false);
+	Relation	rel = table_open(get_relname_relid("receipts", nsp), AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	bool		found;
+
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ, CStringGetTextDatum(batch_id));
+	key.sk_collation = DEFAULT_COLLATION_OID;
+	scan = systable_beginscan(rel, get_relname_relid("receipts_pkey", nsp), true,
+							  GetLatestSnapshot(), 1, &key);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * Look the batch up.  When it has a receipt, fill values/isnull with it
+ * (status 'replayed') and return true.
+ */
+bool
+receipt_lookup(const char *batch_id, Oid target, Datum *values, bool *isnull)
+{
+	StateUser	su;
+	Datum		arg = CStringGetTextDatum(batch_id);
+	Oid			argtype = TEXTOID;
+	int			ret;
+
+	state_user_enter(&su);
+	ret = SPI_execute_with_args("SELECT batch_id, target, 'replayed', inserted, updated,"
+								" deleted, unchanged, stale, duplicates, conflicts, rejected,"
+								" checksum, committed_at, staged_rows, objects"
+								" FROM reconcile.receipts WHERE batch_id OPERATOR(pg_catalog.=) $1",
+								1, &argtype, &arg, NULL, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read reconcile.receipts");
+	if (SPI_processed == 0 && IsolationUsesXactSnapshot() &&
+		receipt_committed_concurrently(batch_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access: batch %s was committed by a concurrent transaction",
+						batch_id),
+				 errhint("Retry the transaction; the retry returns the stored receipt with status 'replayed'.")));
+	state_user_leave(&su);
+
+	if (SPI_processed == 0)
+		return false;
+
+	for (int i = 0; i < RECEIPT_NATTS; i++)
+		values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull[i]);
+	if (DatumGetObjectId(values[1]) != target)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("batch %s was already committed to table \"%s\"",
+						batch_id, relation_display_name(DatumGetObjectId(values[1]))),
+				 errdetail("The batch id is the digest of the manifest, and a manifest is committed once."),
+				 errhint("Load these objects into table \"%s\" under a manifest of its own.",
+						 relation_display_name(target))));
+	return true;
+}
+
+static Datum
+text_array(BatchState *b, int field)
+{
+	ArrayBuildState *a = initArrayResult(TEXTOID, CurrentMemoryContext, false);
+
+	for (int i = 0; i < b->manifest->nentries; i++)
+	{
+		ManifestEntry *e = &b->manifest->entries[i];
+		const char *s = field == 0 ? e->object_key : field == 1 ? e->version_id : e->content_hash;
+
+		accumArrayResult(a, CStringGetTextDatum(s), false, TEXTOID, CurrentMemoryContext);
+	}
+	return makeArrayResult(a, CurrentMemoryContext);
+}
+
+/*
+ * An object version, once committed, cannot come back with other content:
+ * that would mean the source rewrote history.
+ */
+void
+receipt_check_objects(BatchState *b)
+{
+	StateUser	su;
+	Oid			types[4] = {REGCLASSOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum		args[4];
+
+	args[0] = ObjectIdGetDatum(b->target->relid);
+	args[1] = text_array(b, 0);
+	args[2] = text_array(b, 1);
+	args[3] = text_array(b, 2);
+	state_user_enter(&su);
+	if (SPI_execute_with_args("SELECT m.object_key, m.version_id, o.content_hash, o.batch_id, m.content_hash"
+							  " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) AS m(object_key, version_id, content_hash)"
+							  " JOIN reconcile.batch_objects AS o"
+							  " ON o.target OPERATOR(pg_catalog.=) $1"
+							  " AND o.object_key OPERATOR(pg_catalog.=) m.object_key"
+							  " AND o.version_id OPERATOR(pg_catalog.=) m.version_id"
+							  " WHERE o.content_hash OPERATOR(pg_catalog.<>) m.content_hash"
+							  " ORDER BY m.object_key LIMIT 1",
+							  4, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read reconcile.batch_objects");
+	state_user_leave(&su);
+	if (SPI_processed > 0)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION),
+				 errmsg("object \"%s\" version \"%s\" was already committed with a different content hash",
+						SPI_getvalue(tup, desc, 1), SPI_getvalue(tup, desc, 2)),
+				 errdetail("Batch %s loaded it into table \"%s\" with content_hash \"%s\"; manifest of batch %s says \"%s\".",
+						   SPI_getvalue(tup, desc, 4), b->target->relname,
+						   SPI_getvalue(tup, desc, 3), b->batch_id,
+						   SPI_getvalue(tup, desc, 5)),
+				 errhint("An object version's content never changes. Give changed content a new version_id.")));
+	}
+}
+
+/* Per-object counts, as a JSON array in object_key order. */
+static char *
+objects_json(BatchState *b)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '[');
+	for (int i = 0; i < b->manifest->nentries; i++)
+	{
+		ManifestEntry *e = &b->manifest->entries[i];
+
+		if (i > 0)
+			appendStringInfoChar(&buf, ',');
+		appendStringInfoString(&buf, "{\"object_key\":");
+		escape_json(&buf, e->object_key);
+		appendStringInfoString(&buf, ",\"version_id\":");
+		escape_json(&buf, e->version_id);
+		appendStringInfo(&buf, ",\"rows\":" INT64_FORMAT, b->staged_rows[i]);
+		for (int d = 0; d < DISP_COUNT; d++)
+			appendStringInfo(&buf, ",\"%s\":" INT64_FORMAT, disposition_names[d], b->counts[i][d]);
+		appendStringInfoChar(&buf, '}');
+	}
+	appendStringInfoChar(&buf, ']');
+	return buf.data;
+}
+
+/*
+ * Write the receipt, the objects and the cursor; fill values/isnull with
+ * the receipt as reconcile_batch returns it.
+ */
+void
+receipt_write(BatchState *b, const char *source, const char *cursor,
+			  Jsonb *manifest, Datum *values, bool *isnull)
+{
+	StateUser	su;
+	char		checksum[RECONCILE_HEX_LEN + 1];
+	TimestampTz now = GetCurrentTimestamp();
+	int64		staged = 0;
+	Datum		args[18];
+	char		nulls[18];
+	Oid			types[18] = {TEXTOID, REGCLASSOID, TEXTOID, TEXTOID, JSONBOID,
+		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
+	TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID};
+	Datum		objects;
+
+	for (int i = 0; i < b->manifest->nentries; i++)
+		staged += b->staged_rows[i];
+	reconcile_hex(b->checksum, RECONCILE_SHA256_LEN, checksum);
+	objects = DirectFunctionCall1(jsonb_in, CStringGetDatum(objects_json(b)));
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = CStringGetTextDatum(b->batch_id);
+	args[1] = ObjectIdGetDatum(b->target->relid);
+	args[2] = source ? CStringGetTextDatum(source) : (Datum) 0;
+	nulls[2] = source ? ' ' : 'n';
+	args[3] = cursor ? CStringGetTextDatum(cursor) : (Datum) 0;
+	nulls[3] = cursor ? ' ' : 'n';
+	args[4] = JsonbPGetDatum(manifest);
+	args[5] = Int64GetDatum(staged);
+	for (int d = 0; d < DISP_COUNT; d++)
+		args[6 + d] = Int64GetDatum(b->totals[d]);
+	args[14] = CStringGetTextDatum(checksum);
+	args[15] = objects;
+	args[16] = TimestampTzGetDatum(now);
+	args[17] = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
+
+	state_user_enter(&su);
+	if (SPI_execute_with_args("INSERT INTO reconcile.receipts (batch_id, target, source,"
+							  " \"cursor\", manifest, staged_rows, inserted, updated, deleted,"
+							  " unchanged, stale, duplicates, conflicts, rejected, checksum,"
+							  " objects, committed_at, committed_by)"
+							  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
+							  " $13, $14, $15, $16, $17, $18)",
+							  18, types, args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not write reconcile.receipts");
+
+	{
+		Oid			otypes[6] = {TEXTOID, REGCLASSOID, TEXTARRAYOID, TEXTARRAYOID,
+		TEXTARRAYOID, INT8ARRAYOID};
+		Datum		oargs[6];
+		ArrayBuildState *rows = initArrayResult(INT8OID, CurrentMemoryContext, false);
+
+		for (int i = 0; i < b->manifest->nentries; i++)
+			accumArrayResult(rows, Int64GetDatum(b->manifest->entries[i].rows), false,
+							 INT8OID, CurrentMemoryContext);
+		oargs[0] = args[0];
+		oargs[1] = args[1];
+		oargs[2] = text_array(b, 0);
+		oargs[3] = text_array(b, 1);
+		oargs[4] = text_array(b, 2);
+		oargs[5] = makeArrayResult(rows, CurrentMemoryContext);
+		if (SPI_execute_with_args("INSERT INTO reconcile.batch_objects (batch_id, target,"
+								  " object_key, version_id, content_hash, \"rows\")"
+								  " SELECT $1, $2, o.* FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6)) AS o",
+								  6, otypes, oargs, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not write reconcile.batch_objects");
+	}
+
+	if (source != NULL)
+	{
+		Oid			ctypes[5] = {REGCLASSOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID};
+		Datum		cargs[5] = {args[1], args[2], args[3], args[0], args[16]};
+
+		if (SPI_execute_with_args("INSERT INTO reconcile.cursors AS c (target, source,"
+								  " \"position\", batch_id, updated_at)"
+								  " VALUES ($1, $2, $3, $4, $5)"
+								  " ON CONFLICT (target, source) DO UPDATE SET"
+								  " \"position\" = excluded.\"position\","
+								  " batch_id = excluded.batch_id,"
+								  " updated_at = excluded.updated_at",
+								  5, ctypes, cargs, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not write reconcile.cursors");
+	}
+	state_user_leave(&su);
+
+	values[0] = args[0];
+	values[1] = args[1];
+	values[2] = CStringGetTextDatum("committed");
+	for (int d = 0; d < DISP_COUNT; d++)
+		values[3 + d] = args[6 + d];
+	values[11] = args[14];
+	values[12] = args[16];
+	values[13] = args[5];
+	values[14] = objects;
+	memset(isnull, 0, sizeof(bool) * RECEIPT_NATTS);
+}
