@@ -320,18 +320,6 @@ resolve_target(Oid relid, char **keys, int nkeys, const char *version,
 	resolve_column(rel, deleted, "deleted", &t->deleted);
 	resolve_column(rel, hash, "hash", &t->hash);
 
-	require_type(rel, &t->version, "version", is_integer_type(t->version.typid),
-				 "smallint, integer or bigint");
-	require_type(rel, &t->deleted, "deleted", t->deleted.typid == BOOLOID, "boolean");
-	require_type(rel, &t->hash, "hash", t->hash.typid == BYTEAOID, "bytea");
-	if (!TupleDescAttr(desc, t->version.attnum - 1)->attnotnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-				 errmsg("version column \"%s\" of table \"%s\" must be NOT NULL",
-						version, t->relname),
-				 errhint("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL;",
-						 t->qualname, quote_identifier(version))));
-
 	/* No column may play two parts. */
 	{
 		AttrNumber	used[MaxHeapAttributeNumber];
@@ -351,6 +339,18 @@ resolve_target(Oid relid, char **keys, int nkeys, const char *version,
 									NameStr(TupleDescAttr(desc, used[i] - 1)->attname),
 									t->relname),
 							 errdetail("The key, version, deleted and hash columns must be distinct.")));
+
+		require_type(rel, &t->version, "version", is_integer_type(t->version.typid),
+					 "smallint, integer or bigint");
+		require_type(rel, &t->deleted, "deleted", t->deleted.typid == BOOLOID, "boolean");
+		require_type(rel, &t->hash, "hash", t->hash.typid == BYTEAOID, "bytea");
+		if (!TupleDescAttr(desc, t->version.attnum - 1)->attnotnull)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+					 errmsg("version column \"%s\" of table \"%s\" must be NOT NULL",
+							version, t->relname),
+					 errhint("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL;",
+							 t->qualname, quote_identifier(version))));
 
 		/* Payload: the given columns, or every other plain column. */
 		t->payload = palloc0(sizeof(TargetColumn) * (desc->natts + 1));
