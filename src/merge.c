@@ -16,11 +16,23 @@
  * disposition and the others are exact duplicates; rows of lower versions
  * are stale.
  *
- * Winners are collected in a temporary table and applied with one INSERT
- * and two UPDATE statements run with the caller's rights, so the target's
- * constraints, indexes, triggers and partitions work as for any statement.
- * The UPDATEs repeat the version check (target version < new version), so
- * a row can never move backwards.
+ * Winners are written by one of two paths, which give the same result:
+ *
+ * - the direct path writes each winner while the pass is at its key, the
+ *   way logical replication applies changes (ExecSimpleRelationInsert and
+ *   ExecSimpleRelationUpdate): the row found by the probe is updated in
+ *   place by its TID, new keys are inserted, stale rows cost one index
+ *   probe; constraints, indexes, generated columns and defaults work;
+ *
+ * - the general path collects the winners in a temporary table and applies
+ *   them with one INSERT and two UPDATE statements run with the caller's
+ *   rights, so everything a statement honours is honoured: statement and
+ *   row triggers, transition tables, partition routing, foreign keys.  The
+ *   UPDATEs repeat the version check (target version < new version).
+ *
+ * The direct path is taken for a plain table without triggers in a READ
+ * COMMITTED transaction; anything else, or reconcile.write_path =
+ * 'general', takes the general path.
  */
 #include "postgres.h"
 
@@ -36,7 +48,11 @@
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "executor/nodeModifyTable.h"
 #include "executor/spi.h"
+#include "optimizer/optimizer.h"
+#include "rewrite/rewriteHandler.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -85,6 +101,18 @@ typedef struct Probe
 	ScanKeyData *skeys;
 } Probe;
 
+/* The direct path's executor state. */
+typedef struct DirectWriter
+{
+	Relation	rel;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	TupleTableSlot *slot;		/* the new row, in the target's descriptor */
+	int			ndefaults;		/* columns a new row takes defaults for */
+	AttrNumber *default_atts;
+	ExprState **default_exprs;
+} DirectWriter;
+
 typedef struct Merger
 {
 	BatchState *b;
@@ -104,6 +132,8 @@ typedef struct Merger
 	StateBuffer *conflicts;
 	int64		nconflicts;
 	StringInfoData named;		/* conflicts named in an 'abort' error */
+
+	DirectWriter *direct;		/* NULL on the general path */
 
 	Relation	apply;
 	char	   *apply_name;
@@ -167,10 +197,11 @@ probe_close(Probe *p)
 }
 
 /*
- * Find the target row of a key; returns false if there is none.  The
- * existing hash is copied into *hash (NULL when the row has none).
+ * Find the target row of a key; returns NULL if there is none.  The
+ * existing hash is copied into *hash (NULL when the row has none).  The
+ * row stays in the returned part's slot until the next probe.
  */
-static bool
+static ProbePart *
 probe_find(Probe *p, TargetInfo *t, Datum *keys, int64 *version, bytea **hash)
 {
 	for (int i = 0; i < t->nkeys; i++)
@@ -193,10 +224,9 @@ probe_find(Probe *p, TargetInfo *t, Datum *keys, int64 *version, bytea **hash)
 			t->version.typid == INT4OID ? DatumGetInt32(d) : DatumGetInt16(d);
 		d = slot_getattr(part->slot, part->hash_attnum, &isnull);
 		*hash = isnull ? NULL : DatumGetByteaPCopy(d);
-		ExecClearTuple(part->slot);
-		return true;
+		return part;
 	}
-	return false;
+	return NULL;
 }
 
 /* ---- the apply table ---- */
@@ -273,20 +303,6 @@ apply_add(Merger *m, char action)
 	slot->tts_isnull[a] = false;
 	ExecStoreVirtualTuple(slot);
 	table_tuple_insert(m->apply, slot, GetCurrentCommandId(true), 0, m->bistate);
-	m->nactions[action == ACTION_INSERT ? 0 : action == ACTION_UPDATE ? 1 : 2]++;
-
-	/* The receipt's checksum: sum of the written payload hashes mod 2^256. */
-	{
-		int			carry = 0;
-
-		for (int i = RECONCILE_SHA256_LEN - 1; i >= 0; i--)
-		{
-			int			sum = m->b->checksum[i] + w->hash[i] + carry;
-
-			m->b->checksum[i] = sum & 0xff;
-			carry = sum >> 8;
-		}
-	}
 }
 
 static void
@@ -383,6 +399,189 @@ apply_run(Merger *m)
 		elog(ERROR, "could not drop %s", m->apply_name);
 }
 
+/* ---- the direct path ---- */
+
+/* Whether the direct path may write this target. */
+static bool
+direct_allowed(TargetInfo *t)
+{
+	Relation	rel;
+	bool		ok;
+
+	if (reconcile_write_path == WRITE_PATH_GENERAL || t->partitioned ||
+		IsolationUsesXactSnapshot())
+		return false;
+	rel = table_open(t->relid, NoLock);
+	ok = rel->trigdesc == NULL && rel->rd_rel->relkind == RELKIND_RELATION;
+	table_close(rel, NoLock);
+	return ok;
+}
+
+static DirectWriter *
+direct_open(TargetInfo *t)
+{
+	DirectWriter *w = palloc0(sizeof(DirectWriter));
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
+	TupleDesc	desc;
+
+	w->rel = table_open(t->relid, NoLock);	/* locked by reconcile_batch */
+	desc = RelationGetDescr(w->rel);
+	w->estate = CreateExecutorState();
+	rte->rtekind = RTE_RELATION;
+	rte->relid = t->relid;
+	rte->relkind = w->rel->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+	ExecInitRangeTable(w->estate, list_make1(rte));
+	w->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(w->rri, w->rel, 1, NULL, 0);
+	w->estate->es_output_cid = GetCurrentCommandId(true);
+	w->estate->es_snapshot = GetActiveSnapshot();
+	ExecOpenIndices(w->rri, false);
+	w->slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+
+	/* Columns the batch does not provide take their defaults on insert. */
+	w->default_atts = palloc(sizeof(AttrNumber) * desc->natts);
+	w->default_exprs = palloc(sizeof(ExprState *) * desc->natts);
+	for (int a = 1; a <= desc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a - 1);
+		bool		provided = a == t->version.attnum || a == t->deleted.attnum ||
+			a == t->hash.attnum;
+		Node	   *def;
+
+		for (int i = 0; i < t->nkeys; i++)
+			provided |= a == t->keys[i].attnum;
+		for (int i = 0; i < t->npayload; i++)
+			provided |= a == t->payload[i].attnum;
+		if (provided || att->attisdropped || att->attgenerated)
+			continue;
+		def = build_column_default(w->rel, a);
+		if (def == NULL)
+			continue;
+		w->default_atts[w->ndefaults] = a;
+		w->default_exprs[w->ndefaults++] =
+			ExecPrepareExpr(expression_planner((Expr *) def), w->estate);
+	}
+	return w;
+}
+
+static void
+direct_close(DirectWriter *w)
+{
+	ExecDropSingleTupleTableSlot(w->slot);
+	ExecCloseIndices(w->rri);
+	ExecResetTupleTable(w->estate->es_tupleTable, false);
+	FreeExecutorState(w->estate);
+	table_close(w->rel, NoLock);
+}
+
+/* Fill the new row's key, version, deleted, hash and (optionally) payload. */
+static void
+direct_fill(Merger *m, TupleTableSlot *slot, bool with_payload)
+{
+	TargetInfo *t = m->t;
+	GroupRow   *w = &m->rows[0];
+	bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
+
+	for (int i = 0; i < t->nkeys; i++)
+	{
+		slot->tts_values[t->keys[i].attnum - 1] = m->values[SORT_ATT_FIRST_KEY - 1 + i];
+		slot->tts_isnull[t->keys[i].attnum - 1] = false;
+	}
+	SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
+	memcpy(VARDATA(h), w->hash, RECONCILE_SHA256_LEN);
+	slot->tts_values[t->version.attnum - 1] = version_datum(t, w->version);
+	slot->tts_isnull[t->version.attnum - 1] = false;
+	slot->tts_values[t->deleted.attnum - 1] = BoolGetDatum(w->is_delete);
+	slot->tts_isnull[t->deleted.attnum - 1] = false;
+	slot->tts_values[t->hash.attnum - 1] = PointerGetDatum(h);
+	slot->tts_isnull[t->hash.attnum - 1] = false;
+	if (!with_payload)
+		return;
+	for (int i = 0; i < t->npayload; i++)
+	{
+		int			src = SORT_ATT_FIRST_KEY - 1 + t->nkeys + i;
+
+		slot->tts_values[t->payload[i].attnum - 1] = m->values[src];
+		slot->tts_isnull[t->payload[i].attnum - 1] = m->isnull[src];
+	}
+}
+
+static void
+direct_insert(Merger *m)
+{
+	DirectWriter *w = m->direct;
+	TupleTableSlot *slot = w->slot;
+	ExprContext *econtext = GetPerTupleExprContext(w->estate);
+
+	ResetPerTupleExprContext(w->estate);
+	ExecClearTuple(slot);
+	memset(slot->tts_isnull, true, sizeof(bool) * slot->tts_tupleDescriptor->natts);
+	for (int i = 0; i < w->ndefaults; i++)
+	{
+		AttrNumber	a = w->default_atts[i];
+
+		slot->tts_values[a - 1] = ExecEvalExpr(w->default_exprs[i], econtext,
+											   &slot->tts_isnull[a - 1]);
+	}
+	direct_fill(m, slot, true);
+	ExecStoreVirtualTuple(slot);
+	ExecSimpleRelationInsert(w->rri, w->estate, slot);
+}
+
+/* Update the row the probe found in place, by its TID. */
+static void
+direct_update(Merger *m, ProbePart *found)
+{
+	DirectWriter *w = m->direct;
+	TupleTableSlot *slot = w->slot;
+	EPQState	epq;
+
+	ResetPerTupleExprContext(w->estate);
+	ExecClearTuple(slot);
+	slot_getallattrs(found->slot);
+	memcpy(slot->tts_values, found->slot->tts_values,
+		   sizeof(Datum) * slot->tts_tupleDescriptor->natts);
+	memcpy(slot->tts_isnull, found->slot->tts_isnull,
+		   sizeof(bool) * slot->tts_tupleDescriptor->natts);
+	/* A tombstone keeps the row's last payload; only its state moves. */
+	direct_fill(m, slot, !m->rows[0].is_delete);
+	ExecStoreVirtualTuple(slot);
+	EvalPlanQualInit(&epq, w->estate, NULL, NIL, -1);
+	ExecSimpleRelationUpdate(w->rri, w->estate, &epq, found->slot, slot);
+	EvalPlanQualEnd(&epq);
+}
+
+/* Write the group's winner, or queue it for the general path. */
+static void
+write_winner(Merger *m, ProbePart *found)
+{
+	GroupRow   *w = &m->rows[0];
+	char		action = found == NULL ? ACTION_INSERT :
+		w->is_delete ? ACTION_DELETE : ACTION_UPDATE;
+
+	if (m->direct == NULL)
+		apply_add(m, action);
+	else if (found == NULL)
+		direct_insert(m);
+	else
+		direct_update(m, found);
+	m->nactions[action == ACTION_INSERT ? 0 : action == ACTION_UPDATE ? 1 : 2]++;
+
+	/* The receipt's checksum: sum of the written payload hashes mod 2^256. */
+	{
+		int			carry = 0;
+
+		for (int i = RECONCILE_SHA256_LEN - 1; i >= 0; i--)
+		{
+			int			sum = m->b->checksum[i] + w->hash[i] + carry;
+
+			m->b->checksum[i] = sum & 0xff;
+			carry = sum >> 8;
+		}
+	}
+}
+
 /* ---- the pass over sorted rows ---- */
 
 static void
@@ -449,7 +648,7 @@ merge_group(Merger *m)
 	Datum	   *keys = &m->values[SORT_ATT_FIRST_KEY - 1];
 	GroupRow   *w = &m->rows[0];
 	bool		conflict = false;
-	bool		found;
+	ProbePart  *found;
 	int64		tversion = 0;
 	bytea	   *thash = NULL;
 	Disposition first;
@@ -464,8 +663,8 @@ merge_group(Merger *m)
 	}
 
 	found = probe_find(m->probe, t, keys, &tversion, &thash);
-	if (!found && m->latest != NULL &&
-		probe_find(m->latest, t, keys, &tversion, &thash))
+	if (found == NULL && m->latest != NULL &&
+		probe_find(m->latest, t, keys, &tversion, &thash) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not serialize access to table \"%s\" due to a concurrent insert",
@@ -483,20 +682,16 @@ merge_group(Merger *m)
 		return;
 	}
 
-	if (!found)
-	{
+	if (found == NULL)
 		first = w->is_delete ? DISP_DELETED : DISP_INSERTED;
-		apply_add(m, ACTION_INSERT);
-	}
 	else if (w->version > tversion)
-	{
 		first = w->is_delete ? DISP_DELETED : DISP_UPDATED;
-		apply_add(m, w->is_delete ? ACTION_DELETE : ACTION_UPDATE);
-	}
 	else if (w->version == tversion)
 		first = DISP_UNCHANGED;
 	else
 		first = DISP_STALE;
+	if (found == NULL || w->version > tversion)
+		write_winner(m, found);
 
 	count_row(m, w, first);
 	for (int i = 1; i < m->nrows; i++)
@@ -606,7 +801,10 @@ merge_batch(BatchState *b)
 	}
 	else
 		m.probe = probe_open(m.t, GetLatestSnapshot());
-	apply_create(&m);
+	if (direct_allowed(m.t))
+		m.direct = direct_open(m.t);
+	else
+		apply_create(&m);
 
 	tuplesort_performsort(b->sort);
 	slot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsMinimalTuple);
@@ -645,6 +843,9 @@ merge_batch(BatchState *b)
 						   m.named.data, m.nconflicts > CONFLICTS_NAMED ? "; ..." : ""),
 				 errhint("Nothing was applied. Correct the source, or register the target with conflict_policy => 'quarantine' to hold conflicting keys back and load the rest.")));
 	state_buffer_flush(m.conflicts);
-	apply_run(&m);
+	if (m.direct)
+		direct_close(m.direct);
+	else
+		apply_run(&m);
 	MemoryContextDelete(m.groupcxt);
 }

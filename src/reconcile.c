@@ -16,10 +16,29 @@
 
 PG_MODULE_MAGIC;
 
+int			reconcile_write_path = WRITE_PATH_AUTO;
+
+static const struct config_enum_entry write_path_options[] = {
+	{"auto", WRITE_PATH_AUTO, false},
+	{"general", WRITE_PATH_GENERAL, false},
+	{NULL, 0, false}
+};
+
 void		_PG_init(void);
 
 void
 _PG_init(void)
 {
+	DefineCustomEnumVariable("reconcile.write_path",
+							 "How reconcile_batch writes winners to the target.",
+							 "auto writes directly where the target allows it (a plain table "
+							 "without triggers, in READ COMMITTED); general always applies "
+							 "them with INSERT and UPDATE statements.",
+							 &reconcile_write_path,
+							 WRITE_PATH_AUTO,
+							 write_path_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("reconcile");
 }

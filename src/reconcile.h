@@ -154,6 +154,14 @@ extern char *key_to_json(TargetInfo *target, Datum *values);
 
 /* ---- merge.c ---- */
 
+typedef enum WritePath
+{
+	WRITE_PATH_AUTO,
+	WRITE_PATH_GENERAL
+} WritePath;
+
+extern int	reconcile_write_path;
+
 extern void merge_batch(BatchState *batch);
 
 /* ---- receipt.c ---- */
