@@ -32,18 +32,41 @@ PG_FUNCTION_INFO_V1(reconcile_canonical_manifest);
 			 errdetail(__VA_ARGS__), \
 			 errhint("Each manifest entry is an object with the fields object_key, version_id and content_hash (non-empty strings) and rows (a non-negative integer).")))
 
-void
-reconcile_sha256(const void *data, size_t len, uint8 *digest)
+/* A SHA-256 context to digest many short texts with, one after another. */
+pg_cryptohash_ctx *
+reconcile_sha256_begin(void)
 {
 	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
 
-	if (ctx == NULL ||
-		pg_cryptohash_init(ctx) < 0 ||
+	if (ctx == NULL)
+		elog(ERROR, "could not create SHA-256 context");
+	return ctx;
+}
+
+void
+reconcile_sha256_with(pg_cryptohash_ctx *ctx, const void *data, size_t len,
+					  uint8 *digest)
+{
+	if (pg_cryptohash_init(ctx) < 0 ||
 		pg_cryptohash_update(ctx, (const uint8 *) data, len) < 0 ||
 		pg_cryptohash_final(ctx, digest, RECONCILE_SHA256_LEN) < 0)
 		elog(ERROR, "could not compute SHA-256 digest: %s",
 			 pg_cryptohash_error(ctx));
+}
+
+void
+reconcile_sha256_end(pg_cryptohash_ctx *ctx)
+{
 	pg_cryptohash_free(ctx);
+}
+
+void
+reconcile_sha256(const void *data, size_t len, uint8 *digest)
+{
+	pg_cryptohash_ctx *ctx = reconcile_sha256_begin();
+
+	reconcile_sha256_with(ctx, data, len, digest);
+	reconcile_sha256_end(ctx);
 }
 
 void

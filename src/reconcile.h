@@ -12,6 +12,7 @@
 #define RECONCILE_H
 
 #include "access/attnum.h"
+#include "common/cryptohash.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
@@ -43,6 +44,10 @@ typedef struct Manifest
 extern Manifest *manifest_parse(Jsonb *manifest);
 extern int	manifest_find(const Manifest *manifest, const char *object_key);
 extern void reconcile_sha256(const void *data, size_t len, uint8 *digest);
+extern pg_cryptohash_ctx *reconcile_sha256_begin(void);
+extern void reconcile_sha256_with(pg_cryptohash_ctx *ctx, const void *data,
+								  size_t len, uint8 *digest);
+extern void reconcile_sha256_end(pg_cryptohash_ctx *ctx);
 extern void reconcile_hex(const uint8 *bytes, int len, char *out);
 
 /* ---- target.c ---- */
@@ -149,7 +154,8 @@ typedef struct BatchState
 
 extern void stage_read(BatchState *batch);
 extern void payload_hash_compute(TargetInfo *target, Datum *values,
-								 bool *isnull, bool is_delete, uint8 *digest);
+								 bool *isnull, bool is_delete,
+								 pg_cryptohash_ctx *sha, uint8 *digest);
 extern char *key_to_json(TargetInfo *target, Datum *values);
 
 /* ---- merge.c ---- */

@@ -29,6 +29,7 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "tcop/pquery.h"
 #include "pgtime.h"
 #include "utils/builtins.h"
 #include "utils/bytea.h"
@@ -47,7 +48,7 @@ const char *const disposition_names[DISP_COUNT] = {
 	"conflicts", "rejected"
 };
 
-#define FETCH_ROWS 1000
+#define FETCH_ROWS 10000
 
 /* A target column as the staged relation provides it. */
 typedef struct StagedColumn
@@ -60,6 +61,7 @@ typedef struct StagedColumn
 
 typedef struct StageReader
 {
+	DestReceiver dest;			/* first: the executor hands rows to it */
 	BatchState *batch;
 	int			ncols;			/* keys, version, payload, in that order */
 	StagedColumn *cols;
@@ -69,6 +71,9 @@ typedef struct StageReader
 	FmgrInfo	hash_out;
 	StateBuffer *rejects;
 	TupleTableSlot *slot;
+	MemoryContext rowcxt;
+	ResourceOwner owner;		/* the batch's, not the cursor's */
+	pg_cryptohash_ctx *sha;
 } StageReader;
 
 /* ---- canonical text forms for hashing ---- */
@@ -117,7 +122,7 @@ output_settings_restore(OutputSettings *saved)
 
 void
 payload_hash_compute(TargetInfo *t, Datum *values, bool *isnull,
-					 bool is_delete, uint8 *digest)
+					 bool is_delete, pg_cryptohash_ctx *sha, uint8 *digest)
 {
 	StringInfoData buf;
 	OutputSettings saved;
@@ -142,7 +147,7 @@ payload_hash_compute(TargetInfo *t, Datum *values, bool *isnull,
 	}
 	PG_END_TRY();
 	appendStringInfoString(&buf, is_delete ? "true]" : "false]");
-	reconcile_sha256(buf.data, buf.len, digest);
+	reconcile_sha256_with(sha, buf.data, buf.len, digest);
 	pfree(buf.data);
 }
 
@@ -293,9 +298,13 @@ parse_staged_hash(StageReader *r, Datum value, uint8 *digest, char **raw)
 	}
 }
 
+/* The n-th (1-based) column of the staged row. */
+#define GETARG(n, isnullp) \
+	(*(isnullp) = in->tts_isnull[(n) - 1], in->tts_values[(n) - 1])
+
 /* Process one staged row: reject it, or cast, hash and sort it. */
 static void
-stage_row(StageReader *r, HeapTuple tup, TupleDesc desc)
+stage_row(StageReader *r, TupleTableSlot *in)
 {
 	BatchState *b = r->batch;
 	TargetInfo *t = b->target;
@@ -316,13 +325,14 @@ stage_row(StageReader *r, HeapTuple tup, TupleDesc desc)
 	uint8		digest[RECONCILE_SHA256_LEN];
 	bool		have_digest = false;
 
-	object_key = TextDatumGetCString(SPI_getbinval(tup, desc, 1, &isnull));
+	slot_getallattrs(in);
+	object_key = TextDatumGetCString(GETARG(1, &isnull));
 	obj = manifest_find(b->manifest, object_key);
 	if (obj < 0)
 		return;					/* matched under a non-bytewise collation */
 	b->staged_rows[obj]++;
 
-	d = SPI_getbinval(tup, desc, r->source_row_pos, &source_row_null);
+	d = GETARG(r->source_row_pos, &source_row_null);
 	if (source_row_null)
 	{
 		add_reject(r, object_key, true, 0, "source_row", NULL, "source_row is null");
@@ -330,7 +340,7 @@ stage_row(StageReader *r, HeapTuple tup, TupleDesc desc)
 	}
 	else
 	{
-		Oid			type = SPI_gettypeid(desc, r->source_row_pos);
+		Oid			type = TupleDescAttr(in->tts_tupleDescriptor, r->source_row_pos - 1)->atttypid;
 
 		source_row = type == INT8OID ? DatumGetInt64(d) :
 			type == INT4OID ? DatumGetInt32(d) : DatumGetInt16(d);
@@ -343,7 +353,7 @@ stage_row(StageReader *r, HeapTuple tup, TupleDesc desc)
 		problems++; \
 	} while (0)
 
-	d = SPI_getbinval(tup, desc, 3, &isnull);
+	d = GETARG(3, &isnull);
 	if (isnull)
 		REJECT("operation", NULL, "operation is null");
 	else
@@ -389,7 +399,7 @@ stage_row(StageReader *r, HeapTuple tup, TupleDesc desc)
 			destnull = &payload_null[i - t->nkeys - 1];
 		}
 
-		d = SPI_getbinval(tup, desc, sc->pos, destnull);
+		d = GETARG(sc->pos, destnull);
 		if (*destnull)
 		{
 			if (is_key)
@@ -425,7 +435,7 @@ stage_row(StageReader *r, HeapTuple tup, TupleDesc desc)
 
 	if (r->hash_pos > 0)
 	{
-		d = SPI_getbinval(tup, desc, r->hash_pos, &isnull);
+		d = GETARG(r->hash_pos, &isnull);
 		if (!isnull)
 		{
 			char	   *raw = NULL;
@@ -447,7 +457,7 @@ stage_row(StageReader *r, HeapTuple tup, TupleDesc desc)
 	}
 
 	if (!have_digest)
-		payload_hash_compute(t, payload, payload_null, is_delete, digest);
+		payload_hash_compute(t, payload, payload_null, is_delete, r->sha, digest);
 
 	{
 		bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
@@ -465,6 +475,37 @@ stage_row(StageReader *r, HeapTuple tup, TupleDesc desc)
 	ExecStoreVirtualTuple(slot);
 	tuplesort_puttupleslot(b->sort, slot);
 	ExecClearTuple(slot);
+}
+
+static bool
+stage_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	StageReader *r = (StageReader *) self;
+	MemoryContext old = MemoryContextSwitchTo(r->rowcxt);
+	ResourceOwner portal_owner = CurrentResourceOwner;
+
+	/*
+	 * The executor runs the cursor under the portal's resource owner, which
+	 * is released when the cursor closes; the sort's temporary files must
+	 * outlive it.
+	 */
+	CurrentResourceOwner = r->owner;
+	CHECK_FOR_INTERRUPTS();
+	stage_row(r, slot);
+	CurrentResourceOwner = portal_owner;
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(r->rowcxt);
+	return true;
+}
+
+static void
+stage_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+}
+
+static void
+stage_shutdown(DestReceiver *self)
+{
 }
 
 /* Find a column of the staged relation by name. */
@@ -567,8 +608,6 @@ stage_read(BatchState *b)
 	Datum		arg;
 	ArrayBuildState *keys;
 	Portal		portal;
-	MemoryContext rowcxt;
-	MemoryContext oldcxt;
 
 	memset(&r, 0, sizeof(r));
 	r.batch = b;
@@ -646,30 +685,27 @@ stage_read(BatchState *b)
 										7, reject_types);
 	}
 
+	/*
+	 * The executor hands each row straight to stage_receive(), without the
+	 * copy SPI_cursor_fetch makes.  Rows come in chunks so that the rejects
+	 * buffer is flushed between them, never while the cursor's query runs.
+	 */
 	portal = SPI_cursor_open_with_args(NULL, sql.data, 1, &argtype, &arg, NULL,
 									   false, CURSOR_OPT_NO_SCROLL);
-	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile staged row",
-								   ALLOCSET_DEFAULT_SIZES);
-	for (;;)
-	{
-		SPITupleTable *tuptable;
-
-		SPI_cursor_fetch(portal, true, FETCH_ROWS);
-		if (SPI_processed == 0)
-			break;
-		tuptable = SPI_tuptable;
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			CHECK_FOR_INTERRUPTS();
-			oldcxt = MemoryContextSwitchTo(rowcxt);
-			stage_row(&r, tuptable->vals[i], tuptable->tupdesc);
-			MemoryContextSwitchTo(oldcxt);
-			MemoryContextReset(rowcxt);
-		}
-		SPI_freetuptable(tuptable);
-	}
+	r.rowcxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile staged row",
+									 ALLOCSET_DEFAULT_SIZES);
+	r.sha = reconcile_sha256_begin();
+	r.owner = CurrentResourceOwner;
+	r.dest.receiveSlot = stage_receive;
+	r.dest.rStartup = stage_startup;
+	r.dest.rShutdown = stage_shutdown;
+	r.dest.rDestroy = stage_shutdown;
+	r.dest.mydest = DestNone;
+	while (PortalRunFetch(portal, FETCH_FORWARD, FETCH_ROWS, &r.dest) > 0)
+		state_buffer_flush(r.rejects);
 	SPI_cursor_close(portal);
-	MemoryContextDelete(rowcxt);
+	MemoryContextDelete(r.rowcxt);
+	reconcile_sha256_end(r.sha);
 	state_buffer_flush(r.rejects);
 	ExecDropSingleTupleTableSlot(r.slot);
 }
