@@ -1,0 +1,2 @@
+-- (b) the hand-written pipeline.
+\ir pipeline.sql
