@@ -5,7 +5,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION reconcile;
-SELECT plan(65);
+SELECT plan(77);
 
 -- A 256-bit big-endian number as numeric, to check the receipt checksum
 -- (the sum of the written payload hashes modulo 2^256).
@@ -369,6 +369,72 @@ SELECT results_eq($$SELECT source_row, raw_value FROM reconcile.rejects
                     WHERE batch_id = (SELECT batch_id FROM rt) ORDER BY source_row$$,
     $$VALUES (4::bigint, 'not a digest'::text), (5, repeat('z', 64))$$,
     'invalid hex payload_hash values are rejected with their raw value');
+
+-- More types: float8, bytea, date, jsonb, an array, boolean and time, under
+-- extra_float_digits, bytea_output and DateStyle settings that change their
+-- session text form.
+CREATE TABLE more_types (id integer PRIMARY KEY, f float8, b bytea, dd date, j jsonb, arr integer[],
+    bo boolean, tt time, version integer NOT NULL, del boolean NOT NULL DEFAULT false, h bytea);
+SELECT reconcile_register('more_types', '{id}', 'version', 'del', 'h');
+CREATE TABLE more_types_stage (object_key text, source_row integer, operation text, id integer, f float8, b bytea,
+    dd date, j jsonb, arr integer[], bo boolean, tt time, version integer);
+INSERT INTO more_types_stage VALUES
+    ('m/1', 1, 'UPSERT', 1, 0.1, '\x00ff', '2024-03-01', '{"b":1,"a":[1,2]}', '{1,2}', true, '10:00', 1),
+    ('m/2', 1, 'UPSERT', 2, 0.1, '\x00ff', '2024-03-01', '{"b":1,"a":[1,2]}', '{1,2}', true, '10:00', 1);
+SET LOCAL extra_float_digits = -10;
+SET LOCAL bytea_output = 'escape';
+SET LOCAL DateStyle = 'German';
+SELECT is((SELECT inserted FROM reconcile_batch('more_types', 'more_types_stage',
+    '[{"object_key":"m/1","version_id":"1","content_hash":"x","rows":1}]')), 1::bigint, 'more types: row 1 loaded');
+RESET extra_float_digits;
+RESET bytea_output;
+RESET DateStyle;
+SELECT is((SELECT inserted FROM reconcile_batch('more_types', 'more_types_stage',
+    '[{"object_key":"m/2","version_id":"1","content_hash":"x","rows":1}]')), 1::bigint, 'more types: row 2 loaded');
+SELECT results_eq('SELECT id, h FROM more_types ORDER BY id',
+    $$VALUES (1, pg_temp.sha('["0.1","\\x00ff","2024-03-01","{\"a\": [1, 2], \"b\": 1}","{1,2}","t","10:00:00",false]')),
+             (2, pg_temp.sha('["0.1","\\x00ff","2024-03-01","{\"a\": [1, 2], \"b\": 1}","{1,2}","t","10:00:00",false]'))$$,
+    'payload hash of float8, bytea, date, jsonb, array, boolean and time: documented form, same in both sessions');
+
+-------------------------------------------------------------------------
+-- Identifiers that need quoting, a temporary stage, cursors
+-------------------------------------------------------------------------
+CREATE SCHEMA "odd sch";
+CREATE TABLE "odd sch"."T""able" ("Key Col" text PRIMARY KEY, "na""me" text, "drop me" integer,
+    "Ver" bigint NOT NULL, "del?" boolean NOT NULL DEFAULT false, "h#" bytea);
+ALTER TABLE "odd sch"."T""able" DROP COLUMN "drop me";
+SELECT lives_ok($$SELECT reconcile_register('"odd sch"."T""able"', '{Key Col}', 'Ver', 'del?', 'h#')$$,
+    'a table with a dropped column and names that need quoting registers');
+CREATE TEMP TABLE "Stage ""1""" (object_key text, source_row integer, operation text, "Key Col" text, "na""me" text, "Ver" text);
+INSERT INTO "Stage ""1""" VALUES ('q/1', 1, 'UPSERT', 'k''1', 'x"y', '1'), ('q/1', 2, 'DELETE', 'k2', NULL, '1'),
+    ('q/2', 1, 'UPSERT', 'k''1', 'x"y', '2'), ('q/2', 2, 'UPSERT', 'k2', 'back', '2');
+SELECT results_eq($$SELECT inserted, deleted FROM reconcile_batch('"odd sch"."T""able"', 'pg_temp."Stage ""1"""',
+    '[{"object_key":"q/1","version_id":"1","content_hash":"x","rows":2}]', 'feed one', 'q/1')$$,
+    $$VALUES (1::bigint, 1::bigint)$$, 'quoted names and a temporary stage: insert and tombstone');
+SELECT results_eq($$SELECT updated FROM reconcile_batch('"odd sch"."T""able"', 'pg_temp."Stage ""1"""',
+    '[{"object_key":"q/2","version_id":"1","content_hash":"x","rows":2}]', 'feed two', 'q/2')$$,
+    $$VALUES (2::bigint)$$, 'quoted names: updates');
+SELECT results_eq($$SELECT "Key Col", "na""me", "Ver", "del?" FROM "odd sch"."T""able" ORDER BY 1$$,
+    $$VALUES ('k''1'::text, 'x"y'::text, 2::bigint, false), ('k2', 'back', 2, false)$$,
+    'quoted names: the target holds the right rows');
+SELECT results_eq($$SELECT source, "position" FROM reconcile.cursors WHERE target = '"odd sch"."T""able"'::regclass ORDER BY source$$,
+    $$VALUES ('feed one'::text, 'q/1'::text), ('feed two', 'q/2')$$,
+    'each source has its own cursor');
+SELECT is((SELECT status FROM reconcile_batch('"odd sch"."T""able"', 'pg_temp."Stage ""1"""',
+    '[{"object_key":"q/1","version_id":"1","content_hash":"x","rows":2}]', 'feed one', 'somewhere else')),
+    'replayed', 'a replay with another cursor position is still a replay');
+SELECT is((SELECT "position" FROM reconcile.cursors WHERE target = '"odd sch"."T""able"'::regclass AND source = 'feed one'),
+    'q/1', 'and does not move the cursor');
+SELECT is((SELECT staged_rows FROM reconcile_batch('"odd sch"."T""able"', 'pg_temp."Stage ""1"""',
+    '[{"object_key":"q/none","version_id":"1","content_hash":"x","rows":0}]')),
+    0::bigint, 'an object with rows 0 and nothing staged commits an empty receipt');
+
+-- A NULL in one column of a composite key is rejected, naming that column.
+INSERT INTO ledger_raw VALUES ('l/2', 1, 'UPSERT', 'eu', NULL, '2024-03-01', '1', '9');
+CREATE TEMP TABLE rn AS SELECT * FROM reconcile_batch('ledger', 'ledger_stage',
+    '[{"object_key":"l/2","version_id":"1","content_hash":"x","rows":1}]');
+SELECT results_eq($$SELECT column_name, reason FROM reconcile.rejects WHERE batch_id = (SELECT batch_id FROM rn)$$,
+    $$VALUES ('account'::text, 'key column is null'::text)$$, 'composite key: a NULL component is rejected by name');
 
 SELECT * FROM finish();
 ROLLBACK;

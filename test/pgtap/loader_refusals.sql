@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION reconcile;
-SELECT plan(97);
+SELECT plan(99);
 
 CREATE TABLE t (id text PRIMARY KEY, name text, version bigint NOT NULL,
     deleted boolean NOT NULL DEFAULT false, hash bytea);
@@ -48,6 +48,15 @@ SELECT is((SELECT count(*) FROM t WHERE id = 'C'), 0::bigint, 'the refused batch
 SELECT is((SELECT status FROM reconcile_batch('t', 's',
     '[{"object_key":"o/1","version_id":"2","content_hash":"h1-changed","rows":2}]')), 'committed',
     'the same object under a new version_id with new content is accepted');
+
+-- A manifest committed to one target cannot be loaded into another.
+CREATE TABLE t_other (id text PRIMARY KEY, name text, version bigint NOT NULL,
+    deleted boolean NOT NULL DEFAULT false, hash bytea);
+SELECT reconcile_register('t_other', '{id}', 'version', 'deleted', 'hash');
+SELECT throws_ok($$SELECT * FROM reconcile_batch('t_other', 's',
+    '[{"object_key":"o/1","version_id":"1","content_hash":"h1","rows":2}]')$$,
+    '23505', NULL, 'a manifest already committed to another target: 23505');
+SELECT is((SELECT count(*) FROM t_other), 0::bigint, 'and nothing is written to the other target');
 
 -------------------------------------------------------------------------
 -- Target, staged relation and argument problems
