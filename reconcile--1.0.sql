@@ -135,6 +135,22 @@ CREATE POLICY readable_targets ON reconcile.rejects FOR SELECT
 CREATE POLICY readable_targets ON reconcile.conflicts FOR SELECT
     USING (pg_catalog.has_table_privilege(target, 'SELECT'));
 
+-- Batches running now, as seen from any session (a batch reports its
+-- progress as a COPY command, marked with 0x7265636f in parameter 7).
+CREATE VIEW reconcile.batch_progress AS
+    SELECT p.pid,
+           p.relid::pg_catalog.regclass AS target,
+           CASE p.param8 WHEN 1 THEN 'reading staged rows'
+                         WHEN 2 THEN 'sorting'
+                         WHEN 3 THEN 'merging'
+                         WHEN 4 THEN 'applying'
+                         WHEN 5 THEN 'writing receipt' END AS phase,
+           p.param9 AS rows_done,
+           p.param10 AS rows_total
+      FROM pg_catalog.pg_stat_get_progress_info('COPY') AS p
+     WHERE p.param7 OPERATOR(pg_catalog.=) 1919247215;
+GRANT SELECT ON reconcile.batch_progress TO PUBLIC;
+
 -- Register a table as a reconcile target.  The caller must own it.
 CREATE FUNCTION reconcile_register(
     target pg_catalog.regclass,

@@ -14,7 +14,9 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "storage/lmgr.h"
+#include "utils/backend_progress.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/tuplestore.h"
@@ -22,6 +24,69 @@
 #include "reconcile.h"
 
 PG_FUNCTION_INFO_V1(reconcile_batch);
+
+/*
+ * Progress goes through PostgreSQL's command progress reporting, which
+ * extensions can only use under a built-in command type: a batch reports
+ * as COPY, marked in parameter 7 so that reconcile.batch_progress can tell
+ * its rows from a real COPY's.  Keep these numbers in step with the view.
+ */
+#define PROGRESS_MAGIC			0x7265636f	/* "reco" */
+#define PROGRESS_PARAM_TUPLES	2	/* pg_stat_progress_copy.tuples_processed */
+#define PROGRESS_PARAM_MAGIC	6
+#define PROGRESS_PARAM_PHASE	7
+#define PROGRESS_PARAM_DONE		8
+#define PROGRESS_PARAM_TOTAL	9
+
+static bool progress_active = false;
+
+static void
+progress_start(BatchState *b)
+{
+	int64		total = 0;
+
+	if (pgstat_track_activities == false || MyBEEntry == NULL ||
+		MyBEEntry->st_progress_command != PROGRESS_COMMAND_INVALID)
+		return;
+	for (int i = 0; i < b->manifest->nentries; i++)
+		total += b->manifest->entries[i].rows;
+	pgstat_progress_start_command(PROGRESS_COMMAND_COPY, b->target->relid);
+	pgstat_progress_update_param(PROGRESS_PARAM_MAGIC, PROGRESS_MAGIC);
+	pgstat_progress_update_param(PROGRESS_PARAM_TOTAL, total);
+	progress_active = true;
+}
+
+static void
+progress_end(void)
+{
+	if (progress_active)
+		pgstat_progress_end_command();
+	progress_active = false;
+}
+
+void
+progress_phase(BatchPhase phase)
+{
+	if (progress_active)
+	{
+		const int	index[] = {PROGRESS_PARAM_PHASE, PROGRESS_PARAM_DONE, PROGRESS_PARAM_TUPLES};
+		const int64 value[] = {phase, 0, 0};
+
+		pgstat_progress_update_multi_param(3, index, value);
+	}
+}
+
+void
+progress_rows(int64 done)
+{
+	if (progress_active)
+	{
+		const int	index[] = {PROGRESS_PARAM_DONE, PROGRESS_PARAM_TUPLES};
+		const int64 value[] = {done, done};
+
+		pgstat_progress_update_multi_param(2, index, value);
+	}
+}
 
 static void
 check_arg(FunctionCallInfo fcinfo, int argno, const char *name)
@@ -100,10 +165,15 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	}
 
 	receipt_check_objects(b);
+	progress_active = false;	/* an earlier batch may have failed */
+	progress_start(b);
+	progress_phase(PHASE_READING);
 	stage_read(b);
 	check_row_counts(b);
 	merge_batch(b);
+	progress_phase(PHASE_RECEIPT);
 	receipt_write(b, source, cursor, manifest_arg, values, isnull);
+	progress_end();
 
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
 	SPI_finish();

@@ -311,8 +311,8 @@ apply_check(Merger *m, const char *what, uint64 expected)
 	if (SPI_processed != expected)
 		ereport(ERROR,
 				(errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
-				 errmsg("batch %s %s " UINT64_FORMAT " rows of table \"%s\" but expected to %s " UINT64_FORMAT,
-						m->b->batch_id, what, SPI_processed, m->t->relname, what, expected),
+				 errmsg("batch %s expected its %s to write " UINT64_FORMAT " rows of table \"%s\", but it wrote " UINT64_FORMAT,
+						m->b->batch_id, what, expected, m->t->relname, SPI_processed),
 				 errdetail("A trigger on the target skipped rows, or the target changed during the batch."),
 				 errhint("reconcile_batch refuses to commit a receipt that does not match the target; nothing was applied.")));
 }
@@ -370,7 +370,7 @@ apply_run(Merger *m)
 					   t->qualname, cols.data, sel.data, tmp);
 		if (SPI_execute(sql, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not insert into %s", t->relname);
-		apply_check(m, "inserted", m->nactions[0]);
+		apply_check(m, "INSERT", m->nactions[0]);
 	}
 	if (m->nactions[1] > 0)
 	{
@@ -381,7 +381,7 @@ apply_run(Merger *m)
 					   set.data, tmp, keymatch.data, quote_identifier(t->version.name));
 		if (SPI_execute(sql, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not update %s", t->relname);
-		apply_check(m, "updated", m->nactions[1]);
+		apply_check(m, "UPDATE", m->nactions[1]);
 	}
 	if (m->nactions[2] > 0)
 	{
@@ -393,7 +393,7 @@ apply_run(Merger *m)
 					   tmp, keymatch.data, quote_identifier(t->version.name));
 		if (SPI_execute(sql, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not update %s", t->relname);
-		apply_check(m, "deleted", m->nactions[2]);
+		apply_check(m, "tombstone UPDATE", m->nactions[2]);
 	}
 	if (SPI_execute(psprintf("DROP TABLE %s", tmp), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not drop %s", m->apply_name);
@@ -768,6 +768,7 @@ merge_batch(BatchState *b)
 	Merger		m;
 	TupleTableSlot *slot;
 	bool		in_group = false;
+	int64		nmerged = 0;
 	static const Oid conflict_types[8] = {TEXTOID, REGCLASSOID, JSONBOID, INT8OID,
 	TEXTOID, INT8OID, BYTEAOID, BYTEAOID};
 
@@ -806,11 +807,15 @@ merge_batch(BatchState *b)
 	else
 		apply_create(&m);
 
+	progress_phase(PHASE_SORTING);
 	tuplesort_performsort(b->sort);
+	progress_phase(PHASE_MERGING);
 	slot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsMinimalTuple);
 	while (tuplesort_gettupleslot(b->sort, true, false, slot, NULL))
 	{
 		CHECK_FOR_INTERRUPTS();
+		if (++nmerged % 1024 == 0)
+			progress_rows(nmerged);
 		if (in_group && !same_key(&m, slot))
 		{
 			merge_group(&m);
@@ -846,6 +851,9 @@ merge_batch(BatchState *b)
 	if (m.direct)
 		direct_close(m.direct);
 	else
+	{
+		progress_phase(PHASE_APPLYING);
 		apply_run(&m);
+	}
 	MemoryContextDelete(m.groupcxt);
 }

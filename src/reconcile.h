@@ -104,6 +104,20 @@ extern void state_user_enter(StateUser *saved);
 extern void state_user_leave(StateUser *saved);
 extern char *relation_display_name(Oid relid);
 
+/* ---- batch.c: progress, seen in reconcile.batch_progress ---- */
+
+typedef enum BatchPhase
+{
+	PHASE_READING = 1,			/* reading, casting and hashing staged rows */
+	PHASE_SORTING,				/* sorting them by key and version */
+	PHASE_MERGING,				/* deciding each key and writing winners */
+	PHASE_APPLYING,				/* general path: applying the statements */
+	PHASE_RECEIPT				/* writing rejects, conflicts and the receipt */
+} BatchPhase;
+
+extern void progress_phase(BatchPhase phase);
+extern void progress_rows(int64 done);
+
 /* ---- stage.c ---- */
 
 /* Disposition of a staged row; the receipt counts one of each per row. */

@@ -49,6 +49,7 @@ const char *const disposition_names[DISP_COUNT] = {
 };
 
 #define FETCH_ROWS 10000
+#define PROGRESS_EVERY 1024
 
 /* A target column as the staged relation provides it. */
 typedef struct StagedColumn
@@ -74,6 +75,7 @@ typedef struct StageReader
 	MemoryContext rowcxt;
 	ResourceOwner owner;		/* the batch's, not the cursor's */
 	pg_cryptohash_ctx *sha;
+	int64		nread;
 } StageReader;
 
 /* ---- canonical text forms for hashing ---- */
@@ -492,6 +494,8 @@ stage_receive(TupleTableSlot *slot, DestReceiver *self)
 	CurrentResourceOwner = r->owner;
 	CHECK_FOR_INTERRUPTS();
 	stage_row(r, slot);
+	if (++r->nread % PROGRESS_EVERY == 0)
+		progress_rows(r->nread);
 	CurrentResourceOwner = portal_owner;
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(r->rowcxt);
