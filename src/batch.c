@@ -40,6 +40,17 @@ PG_FUNCTION_INFO_V1(reconcile_batch);
 
 static bool progress_active = false;
 
+/* reconcile.pause_at: the advisory lock a paused batch waits for. */
+#define PAUSE_LOCK_KEY INT64CONST(0x7265636f6e63696c)	/* "reconcil" */
+
+void
+pause_point(const char *name)
+{
+	if (reconcile_pause_at == NULL || strcmp(reconcile_pause_at, name) != 0)
+		return;
+	DirectFunctionCall1(pg_advisory_xact_lock_int8, Int64GetDatum(PAUSE_LOCK_KEY));
+}
+
 static void
 progress_start(BatchState *b)
 {
@@ -170,10 +181,13 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	progress_phase(PHASE_READING);
 	stage_read(b);
 	check_row_counts(b);
+	pause_point("staged");
 	merge_batch(b);
+	pause_point("merged");
 	progress_phase(PHASE_RECEIPT);
 	receipt_write(b, source, cursor, manifest_arg, values, isnull);
 	progress_end();
+	pause_point("receipt");
 
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
 	SPI_finish();

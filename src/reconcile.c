@@ -17,6 +17,7 @@
 PG_MODULE_MAGIC;
 
 int			reconcile_write_path = WRITE_PATH_AUTO;
+char	   *reconcile_pause_at = NULL;
 
 static const struct config_enum_entry write_path_options[] = {
 	{"auto", WRITE_PATH_AUTO, false},
@@ -40,5 +41,15 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomStringVariable("reconcile.pause_at",
+							   "For tests: pause a batch at a named point.",
+							   "At the named point (staged, merged or receipt) the batch waits for "
+							   "advisory lock 7265636f6e63696c on the current database, so a test can "
+							   "hold that lock, crash the server at a known point, or release it.",
+							   &reconcile_pause_at,
+							   "",
+							   PGC_SUSET,
+							   GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
 	MarkGUCPrefixReserved("reconcile");
 }

@@ -116,6 +116,8 @@ typedef enum BatchPhase
 } BatchPhase;
 
 extern void progress_phase(BatchPhase phase);
+extern void pause_point(const char *name);
+extern char *reconcile_pause_at;
 extern void progress_rows(int64 done);
 
 /* ---- stage.c ---- */
