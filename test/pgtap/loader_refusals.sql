@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION reconcile;
-SELECT plan(99);
+SELECT plan(102);
 
 CREATE TABLE t (id text PRIMARY KEY, name text, version bigint NOT NULL,
     deleted boolean NOT NULL DEFAULT false, hash bytea);
@@ -57,6 +57,29 @@ SELECT throws_ok($$SELECT * FROM reconcile_batch('t_other', 's',
     '[{"object_key":"o/1","version_id":"1","content_hash":"h1","rows":2}]')$$,
     '23505', NULL, 'a manifest already committed to another target: 23505');
 SELECT is((SELECT count(*) FROM t_other), 0::bigint, 'and nothing is written to the other target');
+
+-- In a read-only transaction a new batch is refused (25006); a replay,
+-- which writes nothing, still returns its receipt.
+CREATE FUNCTION pg_temp.read_only(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    result text;
+BEGIN
+    BEGIN
+        PERFORM set_config('transaction_read_only', 'on', true);
+        EXECUTE q INTO result;
+        RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = coalesce(result, 'null');
+    EXCEPTION WHEN OTHERS THEN
+        RETURN CASE WHEN SQLSTATE = 'P0001' THEN SQLERRM ELSE 'ERROR ' || SQLSTATE END;
+    END;
+END $$;
+INSERT INTO s VALUES ('o/ro', 1, 'UPSERT', 'RO', 'ro', '1');
+SELECT is(pg_temp.read_only($$SELECT status FROM reconcile_batch('t', 's',
+    '[{"object_key":"o/ro","version_id":"1","content_hash":"h","rows":1}]')$$),
+    'ERROR 25006', 'a new batch in a read-only transaction: 25006');
+SELECT is((SELECT count(*) FROM t WHERE id = 'RO'), 0::bigint, 'and nothing is written');
+SELECT is(pg_temp.read_only($$SELECT status FROM reconcile_batch('t', 's',
+    '[{"object_key":"o/1","version_id":"1","content_hash":"h1","rows":2}]')$$),
+    'replayed', 'a replay in a read-only transaction returns the receipt');
 
 -------------------------------------------------------------------------
 -- Target, staged relation and argument problems
