@@ -3,8 +3,8 @@
 -- It must leave the same target and the same counts as reconcile_batch
 -- (check.sql compares them).  Included by run.sh between its timing marks.
 --
---   1. cast with rejects: regex checks of the text values (PostgreSQL 15
---      has no pg_input_is_valid), one reject row per bad value;
+--   1. cast with rejects: regex checks of the text values, once per value
+--      (PostgreSQL 15 has no pg_input_is_valid), one reject row per bad value;
 --   2. the payload hash in SQL, as the README documents it;
 --   3. a GROUP BY for conflicts inside the batch (same key and version,
 --      more than one payload hash: every row of the key is held back);
@@ -23,31 +23,42 @@ CREATE TEMP TABLE h_objects ON COMMIT DROP AS
 SELECT e->>'object_key' AS object_key
 FROM bench_manifest m, jsonb_array_elements(m.manifest) e WHERE m.name = 'batch';
 
--- 1. Rejects: one row per problem.
-INSERT INTO bench_rejects (object_key, source_row, column_name, raw_value, reason)
-SELECT s.object_key, s.source_row, p.column_name, p.raw_value, p.reason
+-- 1. Check every value once (regexes, since PostgreSQL 15 has no
+-- pg_input_is_valid), keeping the raw text for the rejects.
+CREATE TEMP TABLE h_checked ON COMMIT DROP AS
+SELECT s.*,
+       s.source_row IS NOT NULL AS ok_source_row,
+       coalesce(s.operation IN ('UPSERT', 'DELETE'), false) AS ok_operation,
+       coalesce(s.customer_id ~ '^\s*[+-]?\d{1,18}\s*$', false) AS ok_key,
+       coalesce(s.version ~ '^\s*\+?\d{1,18}\s*$', false) AS ok_version,
+       coalesce(s.amount ~ '^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$', true) AS ok_amount,
+       coalesce(s.updated_at ~ '^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?\s*(Z|[+-]\d{2}(:?\d{2})?)?$', true) AS ok_updated_at,
+       coalesce(s.qty ~ '^\s*[+-]?\d{1,9}\s*$', true) AS ok_qty
 FROM stage s
+WHERE s.object_key IN (SELECT object_key FROM h_objects);
+
+-- Rejects: one row per problem.
+INSERT INTO bench_rejects (object_key, source_row, column_name, raw_value, reason)
+SELECT c.object_key, c.source_row, p.column_name, p.raw_value, p.reason
+FROM h_checked c
 CROSS JOIN LATERAL (VALUES
-    ('source_row', NULL,
-     CASE WHEN s.source_row IS NULL THEN 'source_row is null' END),
-    ('operation', s.operation,
-     CASE WHEN s.operation IS NULL THEN 'operation is null'
-          WHEN s.operation NOT IN ('UPSERT', 'DELETE') THEN 'unknown operation' END),
-    ('customer_id', s.customer_id,
-     CASE WHEN s.customer_id IS NULL THEN 'key column is null'
-          WHEN s.customer_id !~ '^\s*[+-]?\d{1,18}\s*$' THEN 'not a bigint' END),
-    ('version', s.version,
-     CASE WHEN s.version IS NULL THEN 'version is null'
-          WHEN s.version !~ '^\s*\+?\d{1,18}\s*$' THEN 'version is not a valid bigint' END),
-    ('amount', s.amount,
-     CASE WHEN s.amount !~ '^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$' THEN 'not a numeric' END),
-    ('updated_at', s.updated_at,
-     CASE WHEN s.updated_at !~ '^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?\s*(Z|[+-]\d{2}(:?\d{2})?)?$'
-          THEN 'not a timestamp' END),
-    ('qty', s.qty,
-     CASE WHEN s.qty !~ '^\s*[+-]?\d{1,9}\s*$' THEN 'not an integer' END)
+    ('source_row', NULL, CASE WHEN NOT ok_source_row THEN 'source_row is null' END),
+    ('operation', c.operation,
+     CASE WHEN c.operation IS NULL THEN 'operation is null'
+          WHEN NOT ok_operation THEN 'unknown operation' END),
+    ('customer_id', c.customer_id,
+     CASE WHEN c.customer_id IS NULL THEN 'key column is null'
+          WHEN NOT ok_key THEN 'not a bigint' END),
+    ('version', c.version,
+     CASE WHEN c.version IS NULL THEN 'version is null'
+          WHEN NOT ok_version THEN 'version is not a valid bigint' END),
+    ('amount', c.amount, CASE WHEN NOT ok_amount THEN 'not a numeric' END),
+    ('updated_at', c.updated_at, CASE WHEN NOT ok_updated_at THEN 'not a timestamp' END),
+    ('qty', c.qty, CASE WHEN NOT ok_qty THEN 'not an integer' END)
 ) AS p(column_name, raw_value, reason)
-WHERE s.object_key IN (SELECT object_key FROM h_objects) AND p.reason IS NOT NULL;
+WHERE NOT (ok_source_row AND ok_operation AND ok_key AND ok_version AND ok_amount
+           AND ok_updated_at AND ok_qty)
+  AND p.reason IS NOT NULL;
 
 -- 2. The valid rows, cast, with their payload hash.
 CREATE TEMP TABLE h_valid ON COMMIT DROP AS
@@ -58,19 +69,13 @@ SELECT c.*,
                       || ',' || coalesce(to_json(c.qty::text)::text, 'null')
                       || ',' || c.is_delete || ']', 'UTF8')) AS h
 FROM (
-    SELECT s.object_key, s.source_row, s.operation = 'DELETE' AS is_delete,
-           s.customer_id::bigint AS customer_id, s.version::bigint AS version,
-           s.name, s.amount::numeric AS amount, s.updated_at::timestamptz AS updated_at,
-           s.qty::integer AS qty
-    FROM stage s
-    WHERE s.object_key IN (SELECT object_key FROM h_objects)
-      AND s.source_row IS NOT NULL
-      AND s.operation IN ('UPSERT', 'DELETE')
-      AND s.customer_id ~ '^\s*[+-]?\d{1,18}\s*$'
-      AND s.version ~ '^\s*\+?\d{1,18}\s*$'
-      AND coalesce(s.amount ~ '^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$', true)
-      AND coalesce(s.updated_at ~ '^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?\s*(Z|[+-]\d{2}(:?\d{2})?)?$', true)
-      AND coalesce(s.qty ~ '^\s*[+-]?\d{1,9}\s*$', true)
+    SELECT object_key, source_row, operation = 'DELETE' AS is_delete,
+           customer_id::bigint AS customer_id, version::bigint AS version,
+           name, amount::numeric AS amount, updated_at::timestamptz AS updated_at,
+           qty::integer AS qty
+    FROM h_checked
+    WHERE ok_source_row AND ok_operation AND ok_key AND ok_version AND ok_amount
+      AND ok_updated_at AND ok_qty
 ) c;
 ANALYZE h_valid;
 
@@ -80,12 +85,14 @@ SELECT customer_id, sum(n) AS n, count(*) AS nv, bool_or(nh > 1) AS conflict
 FROM (SELECT customer_id, version, count(*) AS n, count(DISTINCT h) AS nh
       FROM h_valid GROUP BY customer_id, version) kv
 GROUP BY customer_id;
+ANALYZE h_keys;
 
 -- 4. Winners, conflicts against the target, dispositions.
 CREATE TEMP TABLE h_win ON COMMIT DROP AS
 SELECT DISTINCT ON (customer_id) *
 FROM h_valid
 ORDER BY customer_id, version DESC, object_key COLLATE "C", source_row;
+ANALYZE h_win;
 
 CREATE TEMP TABLE h_dec ON COMMIT DROP AS
 SELECT w.*, k.n, k.nv, t.version AS t_version, t.payload_hash AS t_hash,
@@ -97,6 +104,7 @@ SELECT w.*, k.n, k.nv, t.version AS t_version, t.payload_hash AS t_hash,
 FROM h_win w
 JOIN h_keys k USING (customer_id)
 LEFT JOIN customer t ON t.customer_id = w.customer_id;
+ANALYZE h_dec;
 
 -- 5. The version-monotonic write.
 INSERT INTO customer AS t (customer_id, name, amount, updated_at, qty, version, is_deleted, payload_hash)
@@ -116,8 +124,7 @@ WHERE excluded.version > t.version;
 INSERT INTO bench_conflicts (key, version, object_key, source_row, staged_hash, existing_hash)
 SELECT jsonb_build_object('customer_id', v.customer_id), v.version, v.object_key, v.source_row,
        v.h, CASE WHEN d.t_version = d.version THEN d.t_hash END
-FROM h_dec d JOIN h_valid v USING (customer_id)
-WHERE d.action = 'C';
+FROM (SELECT * FROM h_dec WHERE action = 'C') d JOIN h_valid v USING (customer_id);
 
 INSERT INTO bench_receipts (batch, staged_rows, inserted, updated, deleted, unchanged, stale,
                             duplicates, conflicts, rejected, committed_at)

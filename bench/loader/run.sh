@@ -222,7 +222,9 @@ machine() {
 		"$(psql_at -c 'SHOW shared_buffers')" "$(psql_at -c 'SHOW work_mem')" \
 		"$(psql_at -c 'SHOW max_wal_size')" "$(psql_at -c 'SHOW synchronous_commit')" \
 		"$(psql_at -c 'SHOW fsync')" "$(psql_at -c 'SHOW full_page_writes')"
-	printf 'extension: %s (git %s%s)\n' "$("$PG_BINDIR/pg_config" --pkglibdir)/reconcile.so" \
+	local so
+	so=$("$PG_BINDIR/pg_config" --pkglibdir)/reconcile.so
+	printf 'extension: %s of %s; repository at git %s%s\n' "$so" "$(date -u -r "$so" '+%F %T UTC' 2>/dev/null || echo '?')" \
 		"$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')" \
 		"$(git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || echo ', src/ modified')"
 }
@@ -320,8 +322,10 @@ scale_run() {
 			rb=$(run_contender b "$HERE/contender_b.sql")
 			save_result b
 			lines+=("$n|b|$rb")
-			psql_at -f "$HERE/check.sql" | awk -F'|' '{ printf "  check %s: %s %s\n", $2, $3, $4 }' >&2
-			if psql_at -f "$HERE/check.sql" | grep -q '|FAIL|'; then
+			local checks
+			checks=$(psql_at -f "$HERE/check.sql")
+			printf '%s\n' "$checks" | awk -F'|' '{ printf "  check %s: %s %s\n", $2, $3, $4 }' >&2
+			if printf '%s\n' "$checks" | grep -q '|FAIL|'; then
 				KEEP=1
 				die "(a) and (b) disagree at N = $n"
 			fi
@@ -334,7 +338,7 @@ scale_run() {
 		machine
 		printf 'one run per size, T = N, each on a freshly generated data set\n\n'
 		printf '%-12s %-3s %9s %10s %12s %10s %12s %10s %12s\n' N '' seconds 'us/row' rows/s 'WAL MB' \
-			'VmHWM-RSS0' 'VmHWM' 'RssAnon pk'
+			'VmHWM-RSS0' 'VmHWM' 'RssAnon+'
 		local line prev_s='' prev_n='' growth=''
 		for line in "${lines[@]}"; do
 			IFS='|' read -r n who _ secs wal rss0 hwm anon0 anonpk <<<"$line"
