@@ -222,9 +222,11 @@ machine() {
 		"$(psql_at -c 'SHOW shared_buffers')" "$(psql_at -c 'SHOW work_mem')" \
 		"$(psql_at -c 'SHOW max_wal_size')" "$(psql_at -c 'SHOW synchronous_commit')" \
 		"$(psql_at -c 'SHOW fsync')" "$(psql_at -c 'SHOW full_page_writes')"
-	local so
+	local so now
 	so=$("$PG_BINDIR/pg_config" --pkglibdir)/reconcile.so
-	printf 'extension: %s of %s; repository at git %s%s\n' "$so" "$(date -u -r "$so" '+%F %T UTC' 2>/dev/null || echo '?')" \
+	now=$(date -u -r "$so" '+%F %T UTC' 2>/dev/null || echo '?')
+	[ "$now" = "$SO_MTIME" ] || now="$SO_MTIME, REINSTALLED during the run ($now): figures may mix builds"
+	printf 'extension: %s of %s; repository at git %s%s\n' "$so" "$now" \
 		"$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')" \
 		"$(git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || echo ', src/ modified')"
 }
@@ -361,6 +363,7 @@ main() {
 		start_cluster
 	fi
 	install_extension
+	SO_MTIME=$(date -u -r "$("$PG_BINDIR/pg_config" --pkglibdir)/reconcile.so" '+%F %T UTC' 2>/dev/null || echo '?')
 	if [ "$SCALE" -eq 1 ]; then
 		scale_run
 	else
