@@ -14,6 +14,7 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "pgstat.h"
 #include "storage/lmgr.h"
 #include "utils/backend_progress.h"
@@ -99,6 +100,22 @@ progress_rows(int64 done)
 	}
 }
 
+/*
+ * A transaction-level advisory lock on the batch id.  Its fourth tag field
+ * (3) is one no SQL-level advisory lock function uses, so it cannot collide
+ * with an application's advisory locks.
+ */
+static void
+lock_batch_id(const char *batch_id)
+{
+	LOCKTAG		tag;
+	uint32		key1 = (uint32) strtoul(pnstrdup(batch_id, 8), NULL, 16);
+	uint32		key2 = (uint32) strtoul(pnstrdup(batch_id + 8, 8), NULL, 16);
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, key1, key2, 3);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
 static void
 check_arg(FunctionCallInfo fcinfo, int argno, const char *name)
 {
@@ -165,8 +182,13 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	b->target = target_load(PG_GETARG_OID(0));
 	target_check_batch_privileges(b->target, b->staged);
 
-	/* One batch at a time per target; readers are not blocked. */
+	/*
+	 * One batch at a time per target; readers are not blocked.  And one
+	 * session at a time per manifest, whatever the target, so that a
+	 * manifest loaded into two targets at once is refused cleanly.
+	 */
 	LockRelationOid(b->target->relid, ShareRowExclusiveLock);
+	lock_batch_id(b->batch_id);
 
 	if (receipt_lookup(b->batch_id, b->target->relid, values, isnull))
 	{
@@ -175,6 +197,8 @@ reconcile_batch(PG_FUNCTION_ARGS)
 		return (Datum) 0;
 	}
 
+	/* A replay only reads; a new batch is refused before it writes. */
+	PreventCommandIfReadOnly("reconcile_batch()");
 	receipt_check_objects(b);
 	progress_active = false;	/* an earlier batch may have failed */
 	progress_start(b);

@@ -103,9 +103,18 @@ entry_rows(int n, JsonbValue *v)
 		manifest_error(n, "Field \"rows\" must be a number.");
 	text = DatumGetCString(DirectFunctionCall1(numeric_out,
 											   NumericGetDatum(v->val.numeric)));
-	/* Only plain digits: no sign, fraction or exponent. */
+	/*
+	 * numeric_out writes 1e3 as 1000 and 2.0 as 2.0: an integral value has
+	 * only zeros after its point.
+	 */
 	if (text[0] == '-')
 		manifest_error(n, "Field \"rows\" must not be negative, but is %s.", text);
+	{
+		char	   *point = strchr(text, '.');
+
+		if (point != NULL && strspn(point + 1, "0") == strlen(point + 1))
+			*point = '\0';
+	}
 	if (strspn(text, "0123456789") != strlen(text))
 		manifest_error(n, "Field \"rows\" must be an integer, but is %s.", text);
 	errno = 0;

@@ -30,8 +30,8 @@
  *   row triggers, transition tables, partition routing, foreign keys.  The
  *   UPDATEs repeat the version check (target version < new version).
  *
- * The direct path is taken for a plain table without triggers in a READ
- * COMMITTED transaction; anything else, or reconcile.write_path =
+ * The direct path is taken for a plain table without triggers or rules in
+ * a READ COMMITTED transaction; anything else, or reconcile.write_path =
  * 'general', takes the general path.
  */
 #include "postgres.h"
@@ -412,7 +412,8 @@ direct_allowed(TargetInfo *t)
 		IsolationUsesXactSnapshot())
 		return false;
 	rel = table_open(t->relid, NoLock);
-	ok = rel->trigdesc == NULL && rel->rd_rel->relkind == RELKIND_RELATION;
+	ok = rel->trigdesc == NULL && !rel->rd_rel->relhasrules &&
+		rel->rd_rel->relkind == RELKIND_RELATION;
 	table_close(rel, NoLock);
 	return ok;
 }

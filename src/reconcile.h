@@ -83,6 +83,7 @@ typedef struct TargetInfo
 	TargetColumn hash;
 	int			npayload;
 	TargetColumn *payload;
+	bool		payload_names_objects;	/* a reg* payload column: see stage.c */
 
 	/* The unique index on exactly the key columns, and its semantics. */
 	Oid			key_index;

@@ -17,13 +17,16 @@
  * a JSON string holding the value's PostgreSQL text form (or null), and
  * deleted is true for a DELETE and false for an UPSERT.  Text forms are
  * produced with DateStyle ISO, TimeZone UTC, IntervalStyle postgres,
- * extra_float_digits 1 and bytea_output hex whatever the session says, so
- * that the same payload has the same hash in every session.
+ * extra_float_digits 1 and bytea_output hex whatever the session says, and
+ * object names (regclass and the other reg* types) with search_path
+ * pg_catalog, so schema-qualified: the same payload has the same hash in
+ * every session.
  */
 #include "postgres.h"
 
 #include "access/relation.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -132,6 +135,12 @@ payload_hash_compute(TargetInfo *t, Datum *values, bool *isnull,
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '[');
 	output_settings_pin(&saved);
+	if (t->payload_names_objects)
+	{
+		OverrideSearchPath path = {NIL, true, false, 0};
+
+		PushOverrideSearchPath(&path);
+	}
 	PG_TRY();
 	{
 		for (int i = 0; i < t->npayload; i++)
@@ -146,6 +155,8 @@ payload_hash_compute(TargetInfo *t, Datum *values, bool *isnull,
 	PG_FINALLY();
 	{
 		output_settings_restore(&saved);
+		if (t->payload_names_objects)
+			PopOverrideSearchPath();
 	}
 	PG_END_TRY();
 	appendStringInfoString(&buf, is_delete ? "true]" : "false]");
