@@ -232,6 +232,24 @@ opt_string(JsonbValue *v, const char *option, const char *what)
 	return pnstrdup(v->val.string.val, v->val.string.len);
 }
 
+/* Says which option a type's input function was reading when it failed. */
+static void
+option_error_context(void *arg)
+{
+	errcontext("while reading option \"%s\"", (const char *) arg);
+}
+
+#define WITH_OPTION_CONTEXT(option, stmt) \
+	do { \
+		ErrorContextCallback cb_; \
+		cb_.callback = option_error_context; \
+		cb_.arg = (void *) (option); \
+		cb_.previous = error_context_stack; \
+		error_context_stack = &cb_; \
+		stmt; \
+		error_context_stack = cb_.previous; \
+	} while (0)
+
 /* ---------------------------------------------------------------------
  * Relations and columns
  * ---------------------------------------------------------------------
@@ -514,9 +532,10 @@ set_tolerance(DiffSpec *spec, DiffColumn *c, JsonbValue *v)
 							 errmsg("tolerance of column \"%s\" must be an interval, such as \"1 second\"", c->name),
 							 errdetail("Column \"%s\" is of type %s.", c->name, format_type_be(c->typid))));
 				text = pnstrdup(v->val.string.val, v->val.string.len);
-				iv = DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum(text),
-														   ObjectIdGetDatum(InvalidOid),
-														   Int32GetDatum(-1)));
+				WITH_OPTION_CONTEXT("tolerance",
+									iv = DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum(text),
+																			   ObjectIdGetDatum(InvalidOid),
+																			   Int32GetDatum(-1))));
 				usecs = iv->time + (int64) iv->day * USECS_PER_DAY +
 					(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
 				if (usecs < 0)
@@ -542,6 +561,7 @@ window_bound(DiffSpec *spec, JsonbValue *v, const char *which)
 	char	   *text;
 	Oid			infunc,
 				ioparam;
+	Datum		result;
 
 	if (v->type == jbvString)
 		text = pnstrdup(v->val.string.val, v->val.string.len);
@@ -552,7 +572,8 @@ window_bound(DiffSpec *spec, JsonbValue *v, const char *which)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the %s of option \"window\" must be a string, a number or null", which)));
 	getTypeInputInfo(spec->upd_type, &infunc, &ioparam);
-	return OidInputFunctionCall(infunc, text, ioparam, -1);
+	WITH_OPTION_CONTEXT("window", result = OidInputFunctionCall(infunc, text, ioparam, -1));
+	return result;
 }
 
 /*
@@ -821,7 +842,7 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("option \"window\" must be a JSON array of two bounds, [from, to]"),
-					 errdetail("It has %d elements.", n),
+					 errdetail_plural("It has %d element.", "It has %d elements.", n, n),
 					 errhint("Use null for an open end.")));
 		if (bounds[0].type != jbvNull)
 		{
