@@ -52,8 +52,11 @@
 PG_FUNCTION_INFO_V1(reconcile_diff);
 PG_FUNCTION_INFO_V1(reconcile_diff_summary);
 
-/* Rows fetched from a side's cursor at a time. */
-#define DIFF_FETCH_ROWS 10000
+/*
+ * Rows fetched from a side's cursor at a time: small batches stay in
+ * memory the allocator reuses; large ones cost page faults on every batch.
+ */
+#define DIFF_FETCH_ROWS 100
 
 static const char *const diff_option_names[] = {
 	"compare", "ignore", "target_key_columns", "column_map", "trim_keys",
@@ -421,20 +424,15 @@ resolve_column_type(DiffSpec *spec, DiffColumn *c, Form_pg_attribute sa,
 	c->jkind = json_kind_of(c->basetype);
 }
 
-/* Equality and hashing of a compared column. */
+/* Equality of a compared column. */
 static void
 prepare_comparison(DiffColumn *c)
 {
-	TypeCacheEntry *tce = lookup_type_cache(c->basetype,
-											TYPECACHE_EQ_OPR_FINFO |
-											TYPECACHE_HASH_EXTENDED_PROC_FINFO);
+	TypeCacheEntry *tce = lookup_type_cache(c->basetype, TYPECACHE_EQ_OPR_FINFO);
 
 	c->has_eq = OidIsValid(tce->eq_opr_finfo.fn_oid);
 	if (c->has_eq)
 		fmgr_info_copy(&c->eq, &tce->eq_opr_finfo, CurrentMemoryContext);
-	c->has_hash = OidIsValid(tce->hash_extended_proc_finfo.fn_oid);
-	if (c->has_hash)
-		fmgr_info_copy(&c->hash, &tce->hash_extended_proc_finfo, CurrentMemoryContext);
 }
 
 /* Ordering of a key column, the same the cursors' ORDER BY uses. */
@@ -1169,6 +1167,14 @@ emit_row(DiffExec *ex, DiffSide *side, const char *issue)
  * ---------------------------------------------------------------------
  */
 
+/*
+ * The hash of a row's compared columns (tolerance columns aside), over
+ * their stored bytes: equal bytes mean equal values for every type, so
+ * equal hashes settle the common case of an unchanged row without calling
+ * any type's functions.  Values that are equal in different bytes (1.0 and
+ * 1.00) only make the hashes differ, and the columns are then compared
+ * with the type's own equality.
+ */
 static uint64
 row_hash(DiffExec *ex, Datum *v, bool *n)
 {
@@ -1178,20 +1184,31 @@ row_hash(DiffExec *ex, Datum *v, bool *n)
 	for (int i = 0; i < ex->spec->ncols; i++)
 	{
 		DiffColumn *c = &ex->spec->cols[i];
+		Datum		d = v[k + i];
 		uint64		ch;
 
 		if (c->tolerance != DIFF_TOL_NONE)
 			continue;
 		if (n[k + i])
 			ch = UINT64CONST(0x9e3779b97f4a7c15);
-		else if (c->has_hash)
-			ch = DatumGetUInt64(FunctionCall2Coll(&c->hash, c->collation, v[k + i],
-												  UInt64GetDatum(0)));
+		else if (c->typbyval)
+			ch = hash_bytes_uint32_extended((uint32) d, (uint64) d >> 32);
+		else if (c->typlen > 0)
+			ch = hash_bytes_extended((const unsigned char *) DatumGetPointer(d), c->typlen, 0);
+		else if (c->typlen == -1)
+		{
+			struct varlena *p = (struct varlena *) DatumGetPointer(d);
+
+			if (VARATT_IS_EXTENDED(p) && !VARATT_IS_SHORT(p))
+				p = pg_detoast_datum_packed(p);
+			ch = hash_bytes_extended((const unsigned char *) VARDATA_ANY(p),
+									 VARSIZE_ANY_EXHDR(p), 0);
+		}
 		else
 		{
-			char	   *s = OutputFunctionCall(&c->out, v[k + i]);
+			const char *p = DatumGetCString(d);
 
-			ch = hash_bytes_extended((const unsigned char *) s, strlen(s), 0);
+			ch = hash_bytes_extended((const unsigned char *) p, strlen(p), 0);
 		}
 		h = hash_combine64(h, ch);
 	}

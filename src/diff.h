@@ -59,9 +59,6 @@ typedef struct DiffColumn
 	/* Equality: the type's "=" or, lacking one, the text forms. */
 	bool		has_eq;
 	FmgrInfo	eq;
-	/* Row hash: the type's extended hash or, lacking one, the text form's. */
-	bool		has_hash;
-	FmgrInfo	hash;
 
 	/* Keys only: the type's btree order, as the ORDER BY uses it. */
 	SortSupportData ssup;
