@@ -949,6 +949,8 @@ side_copy_head(DiffExec *ex, DiffSide *side)
 static HeapTuple
 side_fetch(DiffExec *ex, DiffSide *side)
 {
+	MemoryContext cxt;
+
 	if (side->cur && side->pos < side->cur->numvals)
 		return side->cur->vals[side->pos++];
 	if (side->drained)
@@ -960,7 +962,10 @@ side_fetch(DiffExec *ex, DiffSide *side)
 		SPI_freetuptable(side->old);
 	}
 	side->old = side->cur;
+	/* SPI returns in its own procedure context: come back to the row's. */
+	cxt = CurrentMemoryContext;
 	SPI_cursor_fetch(side->portal, true, DIFF_FETCH_ROWS);
+	MemoryContextSwitchTo(cxt);
 	side->cur = SPI_tuptable;
 	side->pos = 0;
 	if (SPI_processed == 0)
@@ -1542,6 +1547,7 @@ void
 diff_execute(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *counts)
 {
 	DiffExec	ex;
+	MemoryContext callercxt = CurrentMemoryContext;
 	MemoryContext rowcxt,
 				old;
 	Datum		cutoff = (Datum) 0;
@@ -1559,8 +1565,11 @@ diff_execute(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 
 	if (spec->cutoff_source_max)
 		has_cutoff = source_max(spec, &cutoff);
+	MemoryContextSwitchTo(callercxt);
 	side_open(&ex, &ex.src, true, cutoff, has_cutoff);
+	MemoryContextSwitchTo(callercxt);
 	side_open(&ex, &ex.tgt, false, cutoff, has_cutoff);
+	MemoryContextSwitchTo(callercxt);
 
 	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile diff row",
 								   ALLOCSET_DEFAULT_SIZES);

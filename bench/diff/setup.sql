@@ -2,6 +2,7 @@
 -- keys of its own, and differs in one column on another 1%.  Both are keyed
 -- by a primary key, as replicated tables usually are.
 \set ON_ERROR_STOP on
+SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS reconcile;
 DROP TABLE IF EXISTS bench_src, bench_tgt;
 CREATE TABLE bench_src (
