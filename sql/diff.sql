@@ -172,6 +172,20 @@ SELECT issue, key, columns
 FROM reconcile_diff('v_src_tol', 'part_tol', '{id}',
     '{"tolerance": {"amount": 0.005, "ts": "1 second", "qty": 1}}') ORDER BY key::text;
 
+-- A key duplicated across many fetched batches is still one finding with
+-- every copy, and the rows around it still pair up.
+CREATE TABLE many_src (id integer, v integer);
+CREATE TABLE many_tgt (id integer, v integer);
+INSERT INTO many_src SELECT g, g FROM generate_series(1, 500) g;
+INSERT INTO many_src SELECT 250, g FROM generate_series(1, 349) g;
+INSERT INTO many_tgt SELECT g, g FROM generate_series(1, 500) g WHERE g <> 400;
+UPDATE many_tgt SET v = 0 WHERE id = 251;
+SELECT issue, key, columns,
+       CASE jsonb_typeof(source_values) WHEN 'array' THEN jsonb_array_length(source_values) END AS copies
+FROM reconcile_diff('many_src', 'many_tgt', '{id}') ORDER BY issue;
+SELECT rows_source, rows_target, matched, duplicate_keys
+FROM reconcile_diff_summary('many_src', 'many_tgt', '{id}');
+
 -- Keys of different but compatible types (integer and bigint).
 CREATE TABLE tgt_big (id bigint, amount numeric, ts timestamp, qty bigint);
 INSERT INTO tgt_big SELECT * FROM src_tol;
