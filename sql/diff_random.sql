@@ -129,4 +129,66 @@ FROM reconcile_diff_summary('rnd_src', 'rnd_tgt', '{k1,k2}') s,
                 FROM unnest(ARRAY['a', 'b', 'c', 'd']) c) AS per_column
       FROM oracle) o;
 
+-- A second round with the options: trimmed keys, renamed target columns, a
+-- tolerance, and the window with the source_max cutoff, against the same
+-- kind of oracle with the options spelled out in SQL.
+CREATE TABLE rnd2_src (code varchar(12), n integer, amt numeric, upd date);
+CREATE TABLE rnd2_tgt (betrag numeric, upd date, kode text, menge integer);
+INSERT INTO rnd2_src
+SELECT CASE WHEN random() < 0.003 THEN NULL
+            WHEN random() < 0.2 THEN ' c' || g || ' ' ELSE 'c' || g END,
+       CASE WHEN random() < 0.1 THEN NULL ELSE (random() * 10)::integer END,
+       CASE WHEN random() < 0.1 THEN NULL ELSE round((random() * 100)::numeric, 3) END,
+       date '2026-01-01' + (random() * 250)::integer
+FROM generate_series(1, 2000) g;
+INSERT INTO rnd2_src SELECT * FROM rnd2_src WHERE random() < 0.005 AND code IS NOT NULL;
+INSERT INTO rnd2_tgt (kode, menge, betrag, upd)
+SELECT CASE WHEN random() < 0.3 THEN '  ' || btrim(code) ELSE code END,
+       CASE WHEN r < 0.02 THEN coalesce(n, 0) + 1 ELSE n END,
+       CASE WHEN r BETWEEN 0.1 AND 0.2 THEN amt + 0.05
+            WHEN r BETWEEN 0.2 AND 0.25 THEN amt - 0.051
+            WHEN r BETWEEN 0.25 AND 0.26 THEN NULL ELSE amt END,
+       CASE WHEN r BETWEEN 0.3 AND 0.31 THEN upd + 1 ELSE upd END
+FROM (SELECT *, random() AS r FROM rnd2_src) s
+WHERE random() > 0.03;
+INSERT INTO rnd2_tgt (kode, menge, betrag, upd)
+SELECT 'x' || g, 1, 1, date '2026-01-01' + (random() * 300)::integer FROM generate_series(1, 80) g;
+
+CREATE TABLE oracle2 AS
+WITH lo_hi AS (SELECT date '2026-03-01' AS lo, date '2026-07-31' AS hi),
+     s AS (SELECT btrim(code) AS k, n, amt, upd FROM rnd2_src, lo_hi WHERE upd BETWEEN lo AND hi),
+     smax AS (SELECT max(upd) AS m FROM s),
+     t AS (SELECT btrim(kode) AS k, menge AS n, betrag AS amt, upd FROM rnd2_tgt, lo_hi, smax
+           WHERE upd BETWEEN lo AND hi AND (smax.m IS NULL OR upd <= smax.m)),
+     sdup AS (SELECT k FROM s WHERE k IS NOT NULL GROUP BY k HAVING count(*) > 1),
+     tdup AS (SELECT k FROM t WHERE k IS NOT NULL GROUP BY k HAVING count(*) > 1),
+     su AS (SELECT * FROM s WHERE k IS NOT NULL AND k NOT IN (SELECT k FROM sdup)),
+     tu AS (SELECT * FROM t WHERE k IS NOT NULL AND k NOT IN (SELECT k FROM tdup))
+SELECT 'NULL_KEY_IN_SOURCE' AS issue, k, NULL::text[] AS columns FROM s WHERE k IS NULL
+UNION ALL SELECT 'NULL_KEY_IN_TARGET', k, NULL FROM t WHERE k IS NULL
+UNION ALL SELECT 'DUPLICATE_KEY_IN_SOURCE', k, NULL FROM sdup
+UNION ALL SELECT 'DUPLICATE_KEY_IN_TARGET', k, NULL FROM tdup
+UNION ALL SELECT 'MISSING_IN_TARGET', k, NULL FROM su
+          WHERE NOT EXISTS (SELECT FROM t WHERE t.k = su.k)
+UNION ALL SELECT 'EXTRA_IN_TARGET', k, NULL FROM tu
+          WHERE NOT EXISTS (SELECT FROM s WHERE s.k = tu.k)
+UNION ALL
+SELECT 'MISMATCH', k, cols FROM (
+    SELECT su.k, array_remove(ARRAY[
+        CASE WHEN su.n IS DISTINCT FROM tu.n THEN 'n' END,
+        CASE WHEN (su.amt IS NULL) <> (tu.amt IS NULL) OR abs(su.amt - tu.amt) > 0.05 THEN 'amt' END,
+        CASE WHEN su.upd IS DISTINCT FROM tu.upd THEN 'upd' END], NULL) AS cols
+    FROM su JOIN tu USING (k)) m
+WHERE cols <> '{}';
+
+SELECT issue, count(*) FROM oracle2 GROUP BY issue ORDER BY issue;
+CREATE TABLE diff2 AS
+SELECT issue, key->>'code' AS k, columns
+FROM reconcile_diff('rnd2_src', 'rnd2_tgt', '{code}',
+    '{"trim_keys": true, "target_key_columns": ["kode"],
+      "column_map": {"n": "menge", "amt": "betrag"}, "tolerance": {"amt": 0.05},
+      "updated_column": "upd", "window": ["2026-03-01", "2026-07-31"], "cutoff": "source_max"}');
+SELECT count(*) AS only_in_diff FROM (SELECT * FROM diff2 EXCEPT ALL SELECT * FROM oracle2) x;
+SELECT count(*) AS only_in_oracle FROM (SELECT * FROM oracle2 EXCEPT ALL SELECT * FROM diff2) x;
+
 DROP EXTENSION reconcile;
