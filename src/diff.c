@@ -576,8 +576,8 @@ window_bound(DiffSpec *spec, JsonbValue *v, const char *which)
 
 /*
  * Check the arguments and options against both sides as they are now and
- * settle what to read and how to compare.  Needs an SPI connection only
- * for nothing; kept free of queries so that errors come before any read.
+ * settle what to read and how to compare.  It runs no query, so that every
+ * mistake in the arguments is reported before either side is read.
  */
 DiffSpec *
 diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)

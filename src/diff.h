@@ -106,7 +106,7 @@ typedef struct DiffCounts
 	int64	   *column_mismatches;	/* per compared column */
 } DiffCounts;
 
-/* Both need an SPI connection. */
+/* diff_execute needs an SPI connection. */
 extern DiffSpec *diff_prepare(Oid source, Oid target, ArrayType *key_columns,
 							  Jsonb *options);
 extern void diff_execute(DiffSpec *spec, Tuplestorestate *findings,
