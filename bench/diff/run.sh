@@ -4,6 +4,7 @@
 # missing, 1% extra and 1% mismatched.  Not part of the test run.
 #
 #   bench/diff/run.sh [N]        (default 2000000)
+#   NO_INDEX=1 bench/diff/run.sh [N]   (no key index: every side is sorted)
 #
 # Connects with the usual PG* variables (PGHOST, PGPORT, PGUSER,
 # PGDATABASE).  Each query runs once, in its own backend, after a warm-up
@@ -28,6 +29,11 @@ PSQL=(psql -X -q -v ON_ERROR_STOP=1)
 echo "reconcile_diff benchmark: N=$N rows per side ($(date -u +%FT%TZ))"
 start=$(date +%s)
 "${PSQL[@]}" -v n="$N" -f "$HERE/setup.sql" >/dev/null
+if [ "${NO_INDEX:-0}" = 1 ]; then
+    "${PSQL[@]}" -c 'ALTER TABLE bench_src DROP CONSTRAINT bench_src_pkey' \
+                 -c 'ALTER TABLE bench_tgt DROP CONSTRAINT bench_tgt_pkey'
+    echo "no key index"
+fi
 echo "setup: $(( $(date +%s) - start )) s; work_mem=$("${PSQL[@]}" -Atc 'SHOW work_mem'),"\
      "max_parallel_workers_per_gather=$("${PSQL[@]}" -Atc 'SHOW max_parallel_workers_per_gather')," \
      "shared_buffers=$("${PSQL[@]}" -Atc 'SHOW shared_buffers')"
