@@ -55,7 +55,7 @@ INSERT INTO sink_orders (region, order_no, order_date, customer, batch, amount, 
 SELECT issue, key, columns, source_values, target_values
 FROM reconcile_diff('src_orders', 'sink_orders',
                     '{region,order_no,order_date,customer,batch}')
-ORDER BY issue, key::text;
+ORDER BY issue COLLATE "C", key::text COLLATE "C";
 
 SELECT * FROM reconcile_diff_summary('src_orders', 'sink_orders',
                                      '{region,order_no,order_date,customer,batch}');
@@ -77,7 +77,7 @@ WHERE issue = 'MISMATCH';
 SELECT issue, key->>'order_no' AS order_no
 FROM reconcile_diff('sink_orders', 'sink_orders',
                     '{region,order_no,order_date,customer,batch}')
-ORDER BY issue;
+ORDER BY issue COLLATE "C";
 -- No differences at all: a copy with its columns in another order.
 CREATE TABLE src_copy AS SELECT * FROM src_orders WHERE order_no IS NOT NULL AND order_no <> 2;
 CREATE TABLE sink_copy AS
@@ -93,18 +93,18 @@ CREATE TABLE empty_b (v text, id integer);
 SELECT * FROM reconcile_diff('empty_a', 'empty_b', '{id}');
 SELECT * FROM reconcile_diff_summary('empty_a', 'empty_b', '{id}');
 INSERT INTO empty_a VALUES (1, 'one'), (2, NULL);
-SELECT issue, key, source_values, target_values FROM reconcile_diff('empty_a', 'empty_b', '{id}') ORDER BY key::text;
-SELECT issue, key, source_values, target_values FROM reconcile_diff('empty_b', 'empty_a', '{id}') ORDER BY key::text;
+SELECT issue, key, source_values, target_values FROM reconcile_diff('empty_a', 'empty_b', '{id}') ORDER BY key::text COLLATE "C";
+SELECT issue, key, source_values, target_values FROM reconcile_diff('empty_b', 'empty_a', '{id}') ORDER BY key::text COLLATE "C";
 
 -- Trimmed keys: varchar against text, with blanks around.
 CREATE TABLE src_codes (code varchar(10) PRIMARY KEY, qty integer);
 CREATE TABLE tgt_codes (code text, qty bigint);
 INSERT INTO src_codes VALUES ('  A1 ', 1), ('B2', 2), ('C3', 3);
 INSERT INTO tgt_codes VALUES ('A1', 1), (' B2', 2), ('C3  ', 4);
-SELECT issue, key, columns FROM reconcile_diff('src_codes', 'tgt_codes', '{code}') ORDER BY issue, key::text;
+SELECT issue, key, columns FROM reconcile_diff('src_codes', 'tgt_codes', '{code}') ORDER BY issue COLLATE "C", key::text COLLATE "C";
 SELECT issue, key, columns, source_values, target_values
 FROM reconcile_diff('src_codes', 'tgt_codes', '{code}', '{"trim_keys": true}');
-SELECT issue, key FROM reconcile_diff('src_codes', 'tgt_codes', '{code}', '{"trim_keys": false}') ORDER BY issue, key::text;
+SELECT issue, key FROM reconcile_diff('src_codes', 'tgt_codes', '{code}', '{"trim_keys": false}') ORDER BY issue COLLATE "C", key::text COLLATE "C";
 
 -- Targets whose names differ: target_key_columns and column_map.
 CREATE TABLE tgt_renamed (ident integer, quantity integer, code text);
@@ -114,11 +114,11 @@ INSERT INTO src_plain VALUES (1, 1, 'A1'), (2, 2, 'B2'), (3, 3, 'C3');
 SELECT issue, key, columns, source_values, target_values
 FROM reconcile_diff('src_plain', 'tgt_renamed', '{id}',
                     '{"target_key_columns": ["ident"], "column_map": {"qty": "quantity"}}')
-ORDER BY issue;
+ORDER BY issue COLLATE "C";
 SELECT issue, key, columns
 FROM reconcile_diff('src_plain', 'tgt_renamed', '{id}',
                     '{"column_map": {"id": "ident"}, "compare": ["code"]}')
-ORDER BY issue;
+ORDER BY issue COLLATE "C";
 
 -- The window on the updated column, with and without the source_max
 -- cutoff: target row 4 was written after the source's newest row (11-10)
@@ -129,17 +129,17 @@ INSERT INTO src_win VALUES (1, 'a', '2026-11-02'), (2, 'b', '2026-11-10'), (3, '
 INSERT INTO tgt_win (id, val, updated) VALUES (1, 'a', '2026-11-02'), (2, 'b', '2026-11-10'),
     (3, 'c', '2026-10-15'), (4, 'd', '2026-11-20'), (5, 'e', '2026-11-05');
 SELECT issue, key FROM reconcile_diff('src_win', 'tgt_win', '{id}',
-    '{"updated_column": "updated", "window": ["2026-11-01", "2026-11-29"]}') ORDER BY key::text;
+    '{"updated_column": "updated", "window": ["2026-11-01", "2026-11-29"]}') ORDER BY key::text COLLATE "C";
 SELECT issue, key FROM reconcile_diff('src_win', 'tgt_win', '{id}',
-    '{"updated_column": "updated", "window": ["2026-11-01", "2026-11-29"], "cutoff": "source_max"}') ORDER BY key::text;
+    '{"updated_column": "updated", "window": ["2026-11-01", "2026-11-29"], "cutoff": "source_max"}') ORDER BY key::text COLLATE "C";
 SELECT rows_source, rows_target, matched, extra_in_target
 FROM reconcile_diff_summary('src_win', 'tgt_win', '{id}',
     '{"updated_column": "updated", "window": ["2026-11-01", "2026-11-29"], "cutoff": "source_max"}');
 -- Open ends, and the cutoff alone.
 SELECT issue, key FROM reconcile_diff('src_win', 'tgt_win', '{id}',
-    '{"updated_column": "updated", "window": ["2026-11-03", null]}') ORDER BY key::text;
+    '{"updated_column": "updated", "window": ["2026-11-03", null]}') ORDER BY key::text COLLATE "C";
 SELECT issue, key FROM reconcile_diff('src_win', 'tgt_win', '{id}',
-    '{"updated_column": "updated", "cutoff": "source_max"}') ORDER BY key::text;
+    '{"updated_column": "updated", "cutoff": "source_max"}') ORDER BY key::text COLLATE "C";
 
 -- Tolerances on both sides of the bound: 0.005 for amount, 1 second for
 -- ts, 1 for the integer qty.  Exactly on the bound still counts as equal.
@@ -154,10 +154,10 @@ INSERT INTO tgt_tol VALUES
     (3, 100.006, '2026-11-01 10:00:01.5', 10), (4, 99.994, '2026-11-01 09:59:58', 9),
     (5, 99.996, '2026-11-01 09:59:59.5', 10), (6, 0, '2026-11-01 10:00:00', 0);
 SELECT key, columns, source_values, target_values
-FROM reconcile_diff('src_tol', 'tgt_tol', '{id}') ORDER BY key::text;
+FROM reconcile_diff('src_tol', 'tgt_tol', '{id}') ORDER BY key::text COLLATE "C";
 SELECT key, columns, source_values, target_values
 FROM reconcile_diff('src_tol', 'tgt_tol', '{id}',
-    '{"tolerance": {"amount": 0.005, "ts": "1 second", "qty": 1}}') ORDER BY key::text;
+    '{"tolerance": {"amount": 0.005, "ts": "1 second", "qty": 1}}') ORDER BY key::text COLLATE "C";
 SELECT matched, mismatched, column_mismatches
 FROM reconcile_diff_summary('src_tol', 'tgt_tol', '{id}',
     '{"tolerance": {"amount": 0.005, "ts": "1 second", "qty": 1}}');
@@ -170,7 +170,7 @@ CREATE TABLE part_tol_2 PARTITION OF part_tol FOR VALUES FROM (4) TO (MAXVALUE);
 INSERT INTO part_tol SELECT * FROM tgt_tol;
 SELECT issue, key, columns
 FROM reconcile_diff('v_src_tol', 'part_tol', '{id}',
-    '{"tolerance": {"amount": 0.005, "ts": "1 second", "qty": 1}}') ORDER BY key::text;
+    '{"tolerance": {"amount": 0.005, "ts": "1 second", "qty": 1}}') ORDER BY key::text COLLATE "C";
 
 -- A key duplicated across many fetched batches is still one finding with
 -- every copy, and the rows around it still pair up.
@@ -182,7 +182,7 @@ INSERT INTO many_tgt SELECT g, g FROM generate_series(1, 500) g WHERE g <> 400;
 UPDATE many_tgt SET v = 0 WHERE id = 251;
 SELECT issue, key, columns,
        CASE jsonb_typeof(source_values) WHEN 'array' THEN jsonb_array_length(source_values) END AS copies
-FROM reconcile_diff('many_src', 'many_tgt', '{id}') ORDER BY issue;
+FROM reconcile_diff('many_src', 'many_tgt', '{id}') ORDER BY issue COLLATE "C";
 SELECT rows_source, rows_target, matched, duplicate_keys
 FROM reconcile_diff_summary('many_src', 'many_tgt', '{id}');
 
@@ -255,7 +255,7 @@ RESET ROLE;
 GRANT SELECT (id, qty) ON tgt_tol TO diff_reader;
 SET ROLE diff_reader;
 SELECT * FROM reconcile_diff('src_tol', 'tgt_tol', '{id}');
-SELECT key, columns FROM reconcile_diff('src_tol', 'tgt_tol', '{id}', '{"compare": ["qty"]}') ORDER BY key::text;
+SELECT key, columns FROM reconcile_diff('src_tol', 'tgt_tol', '{id}', '{"compare": ["qty"]}') ORDER BY key::text COLLATE "C";
 RESET ROLE;
 
 DROP OWNED BY diff_reader;

@@ -23,9 +23,9 @@ INSERT INTO local_orders VALUES (1, 'A', 10, 'paid'), (2, 'B', 21, 'paid'),
 
 -- Foreign table as the source, then as the target.
 SELECT issue, key, columns, source_values, target_values
-FROM reconcile_diff('f_orders', 'local_orders', '{id}') ORDER BY key::text;
+FROM reconcile_diff('f_orders', 'local_orders', '{id}') ORDER BY key::text COLLATE "C";
 SELECT issue, key, columns
-FROM reconcile_diff('local_orders', 'f_orders', '{id}', '{"ignore": ["status"]}') ORDER BY key::text;
+FROM reconcile_diff('local_orders', 'f_orders', '{id}', '{"ignore": ["status"]}') ORDER BY key::text COLLATE "C";
 -- Both sides foreign, keyed on a text column.
 SELECT * FROM reconcile_diff('f_orders', 'f_orders', '{code}');
 SELECT rows_source, rows_target, matched, mismatched, column_mismatches

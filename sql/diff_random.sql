@@ -94,7 +94,7 @@ $$;
 CREATE TABLE oracle AS SELECT * FROM rnd_oracle();
 
 -- Every kind of finding is there.
-SELECT issue, count(*) FROM oracle GROUP BY issue ORDER BY issue;
+SELECT issue, count(*) FROM oracle GROUP BY issue ORDER BY issue COLLATE "C";
 
 -- Read through a sort (no index on the key) ...
 SELECT count(*) AS only_in_diff FROM (SELECT * FROM rnd_diff() EXCEPT ALL SELECT * FROM oracle) x;
@@ -181,7 +181,7 @@ SELECT 'MISMATCH', k, cols FROM (
     FROM su JOIN tu USING (k)) m
 WHERE cols <> '{}';
 
-SELECT issue, count(*) FROM oracle2 GROUP BY issue ORDER BY issue;
+SELECT issue, count(*) FROM oracle2 GROUP BY issue ORDER BY issue COLLATE "C";
 CREATE TABLE diff2 AS
 SELECT issue, key->>'code' AS k, columns
 FROM reconcile_diff('rnd2_src', 'rnd2_tgt', '{code}',

@@ -28,14 +28,14 @@ FROM reconcile_diff_run();
 
 SELECT r.job, d.issue, d.key, d.columns, d.source_values, d.target_values
 FROM reconcile.diff_results d JOIN reconcile.diff_runs r USING (run_id)
-ORDER BY r.job, d.issue, d.key::text;
+ORDER BY r.job COLLATE "C", d.issue COLLATE "C", d.key::text COLLATE "C";
 
 -- One job; old runs stay for history.
 SELECT job, findings, error FROM reconcile_diff_run('codes');
 UPDATE tgt_b SET qty = 3 WHERE code = 'y';
 SELECT job, mismatched, column_mismatches, findings FROM reconcile_diff_run(job => 'codes');
 SELECT job, count(*) AS runs, sum(findings) AS findings
-FROM reconcile.diff_runs GROUP BY job ORDER BY job;
+FROM reconcile.diff_runs GROUP BY job ORDER BY job COLLATE "C";
 
 -- Alerting: the latest run of each job, when it found something or failed.
 SELECT DISTINCT ON (job) job, findings, error IS NOT NULL AS failed

@@ -229,7 +229,7 @@ reconcile_diff_run(PG_FUNCTION_ARGS)
 	if (SPI_execute_with_args("SELECT name, source, target, key_columns, options"
 							  " FROM reconcile.diff_jobs"
 							  " WHERE $1 IS NULL OR name OPERATOR(pg_catalog.=) $1"
-							  " ORDER BY name",
+							  " ORDER BY name COLLATE \"C\"",
 							  1, &argtype, &arg, only ? NULL : "n", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read reconcile.diff_jobs");
 	if (only && SPI_processed == 0)
