@@ -1,12 +1,11 @@
 /*
  * diff.h
- *		Declarations shared by the reconciliation diff (diff.c) and its
- *		configured runs (diff_run.c).
+ *		Declarations shared by the reconciliation diff's files.
  *
- * A diff is prepared once (diff_prepare: options, columns, types,
- * privileges) and then executed (diff_execute: one ordered pass over each
- * side, merged in C), streaming findings into a tuplestore or only
- * counting them.
+ * A diff is prepared once (diff_prepare.c: options, columns, types,
+ * privileges) and then executed (diff.c: one ordered pass over each side,
+ * merged in C), streaming findings into a tuplestore or only counting
+ * them; diff_run.c runs the configured jobs and records them.
  */
 #ifndef RECONCILE_DIFF_H
 #define RECONCILE_DIFF_H
