@@ -292,8 +292,8 @@ SELECT pg_catalog.pg_extension_config_dump('reconcile.diff_results', '');
 -- owner (or whom the DBA grants) may change them.  Runs and results are
 -- written by reconcile_diff_run on the caller's behalf, and read back only
 -- by roles that may SELECT from both compared relations: results hold
--- values from them.  A run that failed before naming its tables is shown
--- to the role that ran it.
+-- values from them.  A role also sees the runs it made, failed ones
+-- included (results are only written by runs that could read both sides).
 REVOKE ALL ON reconcile.diff_jobs, reconcile.diff_runs, reconcile.diff_results
     FROM PUBLIC;
 GRANT SELECT ON reconcile.diff_jobs, reconcile.diff_runs, reconcile.diff_results
@@ -301,10 +301,9 @@ GRANT SELECT ON reconcile.diff_jobs, reconcile.diff_runs, reconcile.diff_results
 ALTER TABLE reconcile.diff_runs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE reconcile.diff_results ENABLE ROW LEVEL SECURITY;
 CREATE POLICY readable_sides ON reconcile.diff_runs FOR SELECT
-    USING (CASE WHEN source IS NULL OR target IS NULL
-                THEN run_by OPERATOR(pg_catalog.=) CURRENT_USER
-                ELSE pg_catalog.has_table_privilege(source, 'SELECT')
-                     AND pg_catalog.has_table_privilege(target, 'SELECT') END);
+    USING (run_by OPERATOR(pg_catalog.=) CURRENT_USER
+           OR (pg_catalog.has_table_privilege(source, 'SELECT')
+               AND pg_catalog.has_table_privilege(target, 'SELECT')));
 CREATE POLICY readable_sides ON reconcile.diff_results FOR SELECT
     USING (pg_catalog.has_table_privilege(source, 'SELECT')
            AND pg_catalog.has_table_privilege(target, 'SELECT'));

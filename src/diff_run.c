@@ -144,13 +144,17 @@ insert_results(int64 run_id, Oid source, Oid target, Tuplestorestate *ts,
 	ExecDropSingleTupleTableSlot(slot);
 }
 
-/* Run one job and record it; returns the run's row. */
+/*
+ * Run one job and record it; returns the run's row.  The relations are
+ * passed back as soon as they are known, for the record of a failure.
+ */
 static HeapTuple
-run_job(DiffJob *job, const char *runner, TupleDesc *rowdesc)
+run_job(DiffJob *job, const char *runner, TupleDesc *rowdesc,
+		volatile Oid *resolved)
 {
 	TimestampTz started = GetCurrentTimestamp();
-	Oid			source = resolve_job_relation(job, "source", job->source);
-	Oid			target = resolve_job_relation(job, "target", job->target);
+	Oid			source = (resolved[0] = resolve_job_relation(job, "source", job->source));
+	Oid			target = (resolved[1] = resolve_job_relation(job, "target", job->target));
 	DiffSpec   *spec = diff_prepare(source, target, job->key_columns, job->options);
 	TupleDesc	desc = findings_desc();
 	Tuplestorestate *ts = tuplestore_begin_heap(false, false, work_mem);
@@ -191,7 +195,7 @@ run_job(DiffJob *job, const char *runner, TupleDesc *rowdesc)
 
 static HeapTuple
 record_failure(DiffJob *job, const char *runner, TimestampTz started,
-			   ErrorData *edata, TupleDesc *rowdesc)
+			   ErrorData *edata, volatile Oid *resolved, TupleDesc *rowdesc)
 {
 	Datum		args[RUN_INSERT_NARGS];
 	char		nulls[RUN_INSERT_NARGS];
@@ -200,6 +204,12 @@ record_failure(DiffJob *job, const char *runner, TimestampTz started,
 	memset(args, 0, sizeof(args));
 	args[0] = CStringGetTextDatum(job->name);
 	nulls[0] = ' ';
+	for (int i = 0; i < 2; i++)
+		if (OidIsValid(resolved[i]))
+		{
+			args[1 + i] = ObjectIdGetDatum(resolved[i]);
+			nulls[1 + i] = ' ';
+		}
 	args[3] = TimestampTzGetDatum(started);
 	nulls[3] = ' ';
 	args[4] = TimestampTzGetDatum(GetCurrentTimestamp());
@@ -266,13 +276,14 @@ reconcile_diff_run(PG_FUNCTION_ARGS)
 		HeapTuple volatile row = NULL;
 		volatile TupleDesc rowdesc = NULL;
 		ErrorData  *volatile edata = NULL;
+		volatile Oid resolved[2] = {InvalidOid, InvalidOid};
 
 		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(jobcxt);
 		PG_TRY();
 		{
 			TupleDesc	d;
-			HeapTuple	r = run_job(&jobs[i], runner, &d);
+			HeapTuple	r = run_job(&jobs[i], runner, &d, resolved);
 
 			MemoryContextSwitchTo(oldcxt);
 			row = heap_copytuple(r);
@@ -301,7 +312,7 @@ reconcile_diff_run(PG_FUNCTION_ARGS)
 		{
 			TupleDesc	d;
 
-			row = record_failure(&jobs[i], runner, started, edata, &d);
+			row = record_failure(&jobs[i], runner, started, edata, resolved, &d);
 			rowdesc = d;
 			FreeErrorData(edata);
 		}
