@@ -211,3 +211,121 @@ CREATE FUNCTION reconcile_batch(
 RETURNS SETOF reconcile.receipt
 AS 'MODULE_PATHNAME', 'reconcile_batch'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 1;
+
+-- ---- reconciliation diff ----
+
+-- What a diff finds, one row per finding (see reconcile_diff).
+CREATE FUNCTION reconcile_diff(
+    source pg_catalog.regclass,
+    target pg_catalog.regclass,
+    key_columns pg_catalog.text[],
+    options pg_catalog.jsonb DEFAULT '{}'::pg_catalog.jsonb)
+RETURNS TABLE (
+    issue pg_catalog.text,
+    key pg_catalog.jsonb,
+    columns pg_catalog.text[],
+    source_values pg_catalog.jsonb,
+    target_values pg_catalog.jsonb)
+AS 'MODULE_PATHNAME', 'reconcile_diff'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 100;
+
+-- The same diff, counted: one row.
+CREATE FUNCTION reconcile_diff_summary(
+    source pg_catalog.regclass,
+    target pg_catalog.regclass,
+    key_columns pg_catalog.text[],
+    options pg_catalog.jsonb DEFAULT '{}'::pg_catalog.jsonb,
+    OUT rows_source pg_catalog.int8,
+    OUT rows_target pg_catalog.int8,
+    OUT matched pg_catalog.int8,
+    OUT missing_in_target pg_catalog.int8,
+    OUT extra_in_target pg_catalog.int8,
+    OUT mismatched pg_catalog.int8,
+    OUT duplicate_keys pg_catalog.int8,
+    OUT null_keys pg_catalog.int8,
+    OUT column_mismatches pg_catalog.jsonb)
+RETURNS record
+AS 'MODULE_PATHNAME', 'reconcile_diff_summary'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+-- Configured diffs, for many table pairs; fill from a file with
+-- COPY reconcile.diff_jobs FROM '...' CSV HEADER.  Source and target are
+-- names, resolved when the job runs.
+CREATE TABLE reconcile.diff_jobs (
+    name         pg_catalog.text PRIMARY KEY,
+    source       pg_catalog.text NOT NULL,
+    target       pg_catalog.text NOT NULL,
+    key_columns  pg_catalog.text[] NOT NULL,
+    options      pg_catalog.jsonb
+);
+
+-- One row per job run, kept for history.
+CREATE SEQUENCE reconcile.diff_runs_run_id_seq;
+CREATE TABLE reconcile.diff_runs (
+    run_id             pg_catalog.int8 PRIMARY KEY
+        DEFAULT pg_catalog.nextval('reconcile.diff_runs_run_id_seq'::pg_catalog.regclass),
+    job                pg_catalog.text NOT NULL,
+    source             pg_catalog.regclass,
+    target             pg_catalog.regclass,
+    started_at         pg_catalog.timestamptz NOT NULL,
+    finished_at        pg_catalog.timestamptz NOT NULL,
+    rows_source        pg_catalog.int8,
+    rows_target        pg_catalog.int8,
+    matched            pg_catalog.int8,
+    missing_in_target  pg_catalog.int8,
+    extra_in_target    pg_catalog.int8,
+    mismatched         pg_catalog.int8,
+    duplicate_keys     pg_catalog.int8,
+    null_keys          pg_catalog.int8,
+    column_mismatches  pg_catalog.jsonb,
+    findings           pg_catalog.int8,
+    error              pg_catalog.text,
+    run_by             pg_catalog.name NOT NULL
+);
+ALTER SEQUENCE reconcile.diff_runs_run_id_seq OWNED BY reconcile.diff_runs.run_id;
+CREATE INDEX ON reconcile.diff_runs (job, started_at);
+
+-- The findings of each run, as reconcile_diff returns them.
+CREATE TABLE reconcile.diff_results (
+    run_id         pg_catalog.int8 NOT NULL
+        REFERENCES reconcile.diff_runs ON DELETE CASCADE,
+    source         pg_catalog.regclass NOT NULL,
+    target         pg_catalog.regclass NOT NULL,
+    issue          pg_catalog.text NOT NULL,
+    key            pg_catalog.jsonb NOT NULL,
+    columns        pg_catalog.text[],
+    source_values  pg_catalog.jsonb,
+    target_values  pg_catalog.jsonb
+);
+CREATE INDEX ON reconcile.diff_results (run_id);
+
+SELECT pg_catalog.pg_extension_config_dump('reconcile.diff_jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('reconcile.diff_runs', '');
+SELECT pg_catalog.pg_extension_config_dump('reconcile.diff_runs_run_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('reconcile.diff_results', '');
+
+-- Jobs hold configuration, not data: everyone may read them; only their
+-- owner (or whom the DBA grants) may change them.  Runs and results are
+-- written by reconcile_diff_run on the caller's behalf, and read back only
+-- by roles that may SELECT from both compared relations: results hold
+-- values from them.  A role also sees the runs it made, failed ones
+-- included (results are only written by runs that could read both sides).
+REVOKE ALL ON reconcile.diff_jobs, reconcile.diff_runs, reconcile.diff_results
+    FROM PUBLIC;
+GRANT SELECT ON reconcile.diff_jobs, reconcile.diff_runs, reconcile.diff_results
+    TO PUBLIC;
+ALTER TABLE reconcile.diff_runs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE reconcile.diff_results ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable_sides ON reconcile.diff_runs FOR SELECT
+    USING (run_by OPERATOR(pg_catalog.=) CURRENT_USER
+           OR (pg_catalog.has_table_privilege(source, 'SELECT')
+               AND pg_catalog.has_table_privilege(target, 'SELECT')));
+CREATE POLICY readable_sides ON reconcile.diff_results FOR SELECT
+    USING (pg_catalog.has_table_privilege(source, 'SELECT')
+           AND pg_catalog.has_table_privilege(target, 'SELECT'));
+
+-- Run one configured job, or all of them (job => NULL), recording each.
+CREATE FUNCTION reconcile_diff_run(job pg_catalog.text DEFAULT NULL)
+RETURNS SETOF reconcile.diff_runs
+AS 'MODULE_PATHNAME', 'reconcile_diff_run'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;

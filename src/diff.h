@@ -1,0 +1,116 @@
+/*
+ * diff.h
+ *		Declarations shared by the reconciliation diff's files.
+ *
+ * A diff is prepared once (diff_prepare.c: options, columns, types,
+ * privileges) and then executed (diff.c: one ordered pass over each side,
+ * merged in C), streaming findings into a tuplestore or only counting
+ * them; diff_run.c runs the configured jobs and records them.
+ */
+#ifndef RECONCILE_DIFF_H
+#define RECONCILE_DIFF_H
+
+#include "fmgr.h"
+#include "utils/array.h"
+#include "utils/jsonb.h"
+#include "utils/sortsupport.h"
+#include "utils/tuplestore.h"
+
+/* Columns of a finding, as reconcile_diff returns it. */
+#define DIFF_FINDING_NATTS 5
+
+/* How a compared column tolerates a difference. */
+typedef enum DiffTolerance
+{
+	DIFF_TOL_NONE,
+	DIFF_TOL_NUMERIC,			/* |s - t| <= tol_numeric */
+	DIFF_TOL_TIME				/* |s - t| <= tol_usecs microseconds */
+} DiffTolerance;
+
+/* How a value is rendered in the findings' jsonb. */
+typedef enum DiffJsonKind
+{
+	DIFF_JSON_STRING,
+	DIFF_JSON_BOOL,
+	DIFF_JSON_NUMERIC,			/* type numeric */
+	DIFF_JSON_NUMBER,			/* other numbers: through their text form */
+	DIFF_JSON_DATETIME,
+	DIFF_JSON_JSONB,
+	DIFF_JSON_JSON
+} DiffJsonKind;
+
+typedef struct DiffColumn
+{
+	char	   *name;			/* in the source; the name findings use */
+	char	   *tname;			/* in the target */
+	char	   *sexpr;			/* SQL expression reading it from the source */
+	char	   *texpr;			/* ... and from the target */
+	Oid			typid;			/* common type both expressions yield */
+	Oid			basetype;
+	Oid			collation;
+	Oid			scollation;		/* each side's own collation (keys) */
+	Oid			tcollation;
+	int16		typlen;
+	bool		typbyval;
+	DiffJsonKind jkind;
+	FmgrInfo	out;
+
+	/* Equality: the type's "=" or, lacking one, the text forms. */
+	bool		has_eq;
+	FmgrInfo	eq;
+
+	/* Keys only: the type's btree order, as the ORDER BY uses it. */
+	SortSupportData ssup;
+
+	DiffTolerance tolerance;
+	Datum		tol_numeric;
+	int64		tol_usecs;
+} DiffColumn;
+
+typedef struct DiffSpec
+{
+	Oid			source;
+	Oid			target;
+	char	   *sname;			/* for messages */
+	char	   *tname;
+	char	   *squal;			/* quoted, schema-qualified, for SQL */
+	char	   *tqual;
+
+	int			nkeys;
+	DiffColumn *keys;
+	int			ncols;
+	DiffColumn *cols;
+
+	/* Window on the updated column, and the cutoff. */
+	char	   *supd;			/* quoted column names, or NULL */
+	char	   *tupd;
+	Oid			upd_type;
+	bool		has_lo;
+	bool		has_hi;
+	Datum		window_lo;
+	Datum		window_hi;
+	bool		cutoff_source_max;
+} DiffSpec;
+
+typedef struct DiffCounts
+{
+	int64		rows_source;
+	int64		rows_target;
+	int64		matched;
+	int64		missing_in_target;
+	int64		extra_in_target;
+	int64		mismatched;
+	int64		duplicate_keys;
+	int64		null_keys;
+	int64	   *column_mismatches;	/* per compared column */
+} DiffCounts;
+
+/* diff_execute needs an SPI connection. */
+extern DiffSpec *diff_prepare(Oid source, Oid target, ArrayType *key_columns,
+							  Jsonb *options);
+extern void diff_execute(DiffSpec *spec, Tuplestorestate *findings,
+						 TupleDesc findings_desc, DiffCounts *counts);
+extern Jsonb *diff_column_counts_jsonb(DiffSpec *spec, DiffCounts *counts);
+extern int64 diff_findings_total(DiffCounts *counts);
+
+#endif							/* RECONCILE_DIFF_H */

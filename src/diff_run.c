@@ -1,0 +1,330 @@
+/*
+ * diff_run.c
+ *		Configured diff runs: the jobs in reconcile.diff_jobs, each run
+ *		recorded in reconcile.diff_runs with its findings in
+ *		reconcile.diff_results.
+ *
+ * A job runs with the caller's rights, like reconcile_diff itself; only the
+ * recording switches to the state tables' owner, after the diff has read
+ * both sides as the caller.  Each job runs in its own subtransaction, so a
+ * job that fails (a dropped table, a bad option) is recorded with its
+ * error and the others still run.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+#include "utils/varlena.h"
+
+#include "reconcile.h"
+#include "diff.h"
+
+PG_FUNCTION_INFO_V1(reconcile_diff_run);
+
+typedef struct DiffJob
+{
+	char	   *name;
+	char	   *source;
+	char	   *target;
+	ArrayType  *key_columns;
+	Jsonb	   *options;
+} DiffJob;
+
+#define RUN_INSERT_NARGS 17
+
+static const char *const run_insert_sql =
+"INSERT INTO reconcile.diff_runs (job, source, target, started_at,"
+" finished_at, rows_source, rows_target, matched, missing_in_target,"
+" extra_in_target, mismatched, duplicate_keys, null_keys,"
+" column_mismatches, findings, error, run_by)"
+" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
+" $15, $16, $17) RETURNING *";
+
+static const Oid run_insert_types[RUN_INSERT_NARGS] = {
+	TEXTOID, REGCLASSOID, REGCLASSOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+	INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
+	JSONBOID, INT8OID, TEXTOID, NAMEOID
+};
+
+static Oid
+resolve_job_relation(DiffJob *job, const char *side, const char *name)
+{
+	RangeVar   *rv = makeRangeVarFromNameList(stringToQualifiedNameList(name));
+	Oid			relid = RangeVarGetRelid(rv, AccessShareLock, true);
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("%s \"%s\" of diff job \"%s\" does not exist", side, name, job->name),
+				 errhint("Correct the job with UPDATE reconcile.diff_jobs SET %s = ... WHERE name = '%s'.",
+						 side, job->name)));
+	return relid;
+}
+
+static TupleDesc
+findings_desc(void)
+{
+	TupleDesc	desc = CreateTemplateTupleDesc(DIFF_FINDING_NATTS);
+
+	TupleDescInitEntry(desc, 1, "issue", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 2, "key", JSONBOID, -1, 0);
+	TupleDescInitEntry(desc, 3, "columns", TEXTARRAYOID, -1, 0);
+	TupleDescInitEntry(desc, 4, "source_values", JSONBOID, -1, 0);
+	TupleDescInitEntry(desc, 5, "target_values", JSONBOID, -1, 0);
+	return desc;
+}
+
+/* Insert the run's row as the state owner; returns a copy of it. */
+static HeapTuple
+insert_run(Datum *args, const char *nulls, TupleDesc *desc)
+{
+	StateUser	su;
+	HeapTuple	row;
+
+	state_user_enter(&su);
+	if (SPI_execute_with_args(run_insert_sql, RUN_INSERT_NARGS,
+							  (Oid *) run_insert_types, args, nulls,
+							  false, 0) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "could not write reconcile.diff_runs");
+	state_user_leave(&su);
+	row = heap_copytuple(SPI_tuptable->vals[0]);
+	*desc = SPI_tuptable->tupdesc;
+	return row;
+}
+
+static void
+insert_results(int64 run_id, Oid source, Oid target, Tuplestorestate *ts,
+			   TupleDesc desc)
+{
+	static const Oid types[8] = {INT8OID, REGCLASSOID, REGCLASSOID, TEXTOID,
+	JSONBOID, TEXTARRAYOID, JSONBOID, JSONBOID};
+	StateUser	su;
+	SPIPlanPtr	plan;
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+	Datum		args[8];
+	char		nulls[8];
+
+	state_user_enter(&su);
+	plan = SPI_prepare("INSERT INTO reconcile.diff_results (run_id, source, target,"
+					   " issue, key, columns, source_values, target_values)"
+					   " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)", 8, (Oid *) types);
+	if (plan == NULL)
+		elog(ERROR, "could not prepare the insert into reconcile.diff_results");
+	args[0] = Int64GetDatum(run_id);
+	args[1] = ObjectIdGetDatum(source);
+	args[2] = ObjectIdGetDatum(target);
+	nulls[0] = nulls[1] = nulls[2] = ' ';
+	tuplestore_rescan(ts);
+	while (tuplestore_gettupleslot(ts, true, false, slot))
+	{
+		CHECK_FOR_INTERRUPTS();
+		slot_getallattrs(slot);
+		for (int i = 0; i < DIFF_FINDING_NATTS; i++)
+		{
+			args[3 + i] = slot->tts_values[i];
+			nulls[3 + i] = slot->tts_isnull[i] ? 'n' : ' ';
+		}
+		if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not write reconcile.diff_results");
+	}
+	SPI_freeplan(plan);
+	state_user_leave(&su);
+	ExecDropSingleTupleTableSlot(slot);
+}
+
+/*
+ * Run one job and record it; returns the run's row.  The relations are
+ * passed back as soon as they are known, for the record of a failure.
+ */
+static HeapTuple
+run_job(DiffJob *job, const char *runner, TupleDesc *rowdesc,
+		volatile Oid *resolved)
+{
+	TimestampTz started = GetCurrentTimestamp();
+	Oid			source = (resolved[0] = resolve_job_relation(job, "source", job->source));
+	Oid			target = (resolved[1] = resolve_job_relation(job, "target", job->target));
+	DiffSpec   *spec = diff_prepare(source, target, job->key_columns, job->options);
+	TupleDesc	desc = findings_desc();
+	Tuplestorestate *ts = tuplestore_begin_heap(false, false, work_mem);
+	DiffCounts	counts;
+	Datum		args[RUN_INSERT_NARGS];
+	char		nulls[RUN_INSERT_NARGS];
+	HeapTuple	row;
+	bool		isnull;
+
+	diff_execute(spec, ts, desc, &counts);
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = CStringGetTextDatum(job->name);
+	args[1] = ObjectIdGetDatum(source);
+	args[2] = ObjectIdGetDatum(target);
+	args[3] = TimestampTzGetDatum(started);
+	args[4] = TimestampTzGetDatum(GetCurrentTimestamp());
+	args[5] = Int64GetDatum(counts.rows_source);
+	args[6] = Int64GetDatum(counts.rows_target);
+	args[7] = Int64GetDatum(counts.matched);
+	args[8] = Int64GetDatum(counts.missing_in_target);
+	args[9] = Int64GetDatum(counts.extra_in_target);
+	args[10] = Int64GetDatum(counts.mismatched);
+	args[11] = Int64GetDatum(counts.duplicate_keys);
+	args[12] = Int64GetDatum(counts.null_keys);
+	args[13] = JsonbPGetDatum(diff_column_counts_jsonb(spec, &counts));
+	args[14] = Int64GetDatum(diff_findings_total(&counts));
+	args[15] = (Datum) 0;
+	nulls[15] = 'n';
+	args[16] = CStringGetDatum(runner);
+	row = insert_run(args, nulls, rowdesc);
+
+	insert_results(DatumGetInt64(heap_getattr(row, 1, *rowdesc, &isnull)),
+				   source, target, ts, desc);
+	tuplestore_end(ts);
+	return row;
+}
+
+static HeapTuple
+record_failure(DiffJob *job, const char *runner, TimestampTz started,
+			   ErrorData *edata, volatile Oid *resolved, TupleDesc *rowdesc)
+{
+	Datum		args[RUN_INSERT_NARGS];
+	char		nulls[RUN_INSERT_NARGS];
+
+	memset(nulls, 'n', sizeof(nulls));
+	memset(args, 0, sizeof(args));
+	args[0] = CStringGetTextDatum(job->name);
+	nulls[0] = ' ';
+	for (int i = 0; i < 2; i++)
+		if (OidIsValid(resolved[i]))
+		{
+			args[1 + i] = ObjectIdGetDatum(resolved[i]);
+			nulls[1 + i] = ' ';
+		}
+	args[3] = TimestampTzGetDatum(started);
+	nulls[3] = ' ';
+	args[4] = TimestampTzGetDatum(GetCurrentTimestamp());
+	nulls[4] = ' ';
+	args[15] = CStringGetTextDatum(edata->message);
+	nulls[15] = ' ';
+	args[16] = CStringGetDatum(runner);
+	nulls[16] = ' ';
+	return insert_run(args, nulls, rowdesc);
+}
+
+Datum
+reconcile_diff_run(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *only = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char	   *runner = GetUserNameFromId(GetUserId(), false);
+	Datum		arg;
+	Oid			argtype = TEXTOID;
+	int			njobs;
+	DiffJob    *jobs;
+
+	InitMaterializedSRF(fcinfo, 0);
+	SPI_connect();
+
+	arg = only ? CStringGetTextDatum(only) : (Datum) 0;
+	if (SPI_execute_with_args("SELECT name, source, target, key_columns, options"
+							  " FROM reconcile.diff_jobs"
+							  " WHERE $1 IS NULL OR name OPERATOR(pg_catalog.=) $1"
+							  " ORDER BY name COLLATE \"C\"",
+							  1, &argtype, &arg, only ? NULL : "n", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read reconcile.diff_jobs");
+	if (only && SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("diff job \"%s\" does not exist", only),
+				 errhint("The jobs are the rows of reconcile.diff_jobs.")));
+
+	njobs = SPI_processed;
+	jobs = palloc0(sizeof(DiffJob) * Max(njobs, 1));
+	for (int i = 0; i < njobs; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		d;
+
+		jobs[i].name = SPI_getvalue(tup, desc, 1);
+		jobs[i].source = SPI_getvalue(tup, desc, 2);
+		jobs[i].target = SPI_getvalue(tup, desc, 3);
+		d = SPI_getbinval(tup, desc, 4, &isnull);
+		jobs[i].key_columns = DatumGetArrayTypePCopy(d);
+		d = SPI_getbinval(tup, desc, 5, &isnull);
+		jobs[i].options = isnull ? NULL : DatumGetJsonbPCopy(d);
+	}
+
+	for (int i = 0; i < njobs; i++)
+	{
+		MemoryContext oldcxt = CurrentMemoryContext;
+		ResourceOwner oldowner = CurrentResourceOwner;
+		MemoryContext jobcxt = AllocSetContextCreate(oldcxt, "reconcile diff job",
+													 ALLOCSET_DEFAULT_SIZES);
+		TimestampTz started = GetCurrentTimestamp();
+		HeapTuple volatile row = NULL;
+		volatile TupleDesc rowdesc = NULL;
+		ErrorData  *volatile edata = NULL;
+		volatile Oid resolved[2] = {InvalidOid, InvalidOid};
+
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(jobcxt);
+		PG_TRY();
+		{
+			TupleDesc	d;
+			HeapTuple	r = run_job(&jobs[i], runner, &d, resolved);
+
+			MemoryContextSwitchTo(oldcxt);
+			row = heap_copytuple(r);
+			rowdesc = CreateTupleDescCopy(d);
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(oldcxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+			/* A cancelled run is not a failed job: stop. */
+			if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+				edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN)
+				ReThrowError(edata);
+		}
+		PG_END_TRY();
+		MemoryContextDelete(jobcxt);
+
+		if (edata != NULL)
+		{
+			TupleDesc	d;
+
+			row = record_failure(&jobs[i], runner, started, edata, resolved, &d);
+			rowdesc = d;
+			FreeErrorData(edata);
+		}
+		{
+			Datum	   *values = palloc(sizeof(Datum) * rowdesc->natts);
+			bool	   *nulls = palloc(sizeof(bool) * rowdesc->natts);
+
+			heap_deform_tuple(row, rowdesc, values, nulls);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+
+	SPI_finish();
+	return (Datum) 0;
+}
