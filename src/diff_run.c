@@ -17,6 +17,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "utils/fmgroids.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -104,28 +105,30 @@ insert_run(Datum *args, const char *nulls, TupleDesc *desc)
 	return row;
 }
 
+/* Insert the run's findings as the state owner, set-based (see receipt.c). */
 static void
 insert_results(int64 run_id, Oid source, Oid target, Tuplestorestate *ts,
 			   TupleDesc desc)
 {
+	/* columns (text[]) travels as its text form: arrays of arrays are 2-D. */
 	static const Oid types[8] = {INT8OID, REGCLASSOID, REGCLASSOID, TEXTOID,
-	JSONBOID, TEXTARRAYOID, JSONBOID, JSONBOID};
-	StateUser	su;
-	SPIPlanPtr	plan;
+	JSONBOID, TEXTOID, JSONBOID, JSONBOID};
+	StateBuffer *buf;
 	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
-	Datum		args[8];
-	char		nulls[8];
+	Datum		values[8];
+	bool		isnull[8] = {false};
 
-	state_user_enter(&su);
-	plan = SPI_prepare("INSERT INTO reconcile.diff_results (run_id, source, target,"
-					   " issue, key, columns, source_values, target_values)"
-					   " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)", 8, (Oid *) types);
-	if (plan == NULL)
-		elog(ERROR, "could not prepare the insert into reconcile.diff_results");
-	args[0] = Int64GetDatum(run_id);
-	args[1] = ObjectIdGetDatum(source);
-	args[2] = ObjectIdGetDatum(target);
-	nulls[0] = nulls[1] = nulls[2] = ' ';
+	buf = state_buffer_create("INSERT INTO reconcile.diff_results (run_id, source, target,"
+							  " issue, key, columns, source_values, target_values)"
+							  " SELECT r, s, t, i, k, c::pg_catalog.text[], sv, tv"
+							  " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
+							  " pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5),"
+							  " pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))"
+							  " AS x(r, s, t, i, k, c, sv, tv)",
+							  8, types);
+	values[0] = Int64GetDatum(run_id);
+	values[1] = ObjectIdGetDatum(source);
+	values[2] = ObjectIdGetDatum(target);
 	tuplestore_rescan(ts);
 	while (tuplestore_gettupleslot(ts, true, false, slot))
 	{
@@ -133,14 +136,14 @@ insert_results(int64 run_id, Oid source, Oid target, Tuplestorestate *ts,
 		slot_getallattrs(slot);
 		for (int i = 0; i < DIFF_FINDING_NATTS; i++)
 		{
-			args[3 + i] = slot->tts_values[i];
-			nulls[3 + i] = slot->tts_isnull[i] ? 'n' : ' ';
+			values[3 + i] = slot->tts_values[i];
+			isnull[3 + i] = slot->tts_isnull[i];
 		}
-		if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not write reconcile.diff_results");
+		if (!isnull[5])
+			values[5] = CStringGetTextDatum(OidOutputFunctionCall(F_ARRAY_OUT, values[5]));
+		state_buffer_add(buf, values, isnull);
 	}
-	SPI_freeplan(plan);
-	state_user_leave(&su);
+	state_buffer_flush(buf);
 	ExecDropSingleTupleTableSlot(slot);
 }
 
