@@ -2,10 +2,12 @@
  * reconcile.c
  *		Module entry point: wires up the extension's settings.
  *
- * Everything else lives in a file named for its job: manifest.c (parse,
- * canonicalise, digest), stage.c (cast, reject, hash staged rows), merge.c
- * (conflicts, winners and the write), receipt.c (receipts, cursors and
- * replay), target.c (registration and privileges).
+ * Everything else lives in a file named for its job.  The loader:
+ * batch.c (reconcile_batch, progress), manifest.c (parse, canonicalise,
+ * digest), target.c (registration and privileges), stage.c (cast, reject,
+ * hash staged rows), merge.c (conflicts, winners and the write), receipt.c
+ * (receipts, cursors and replay).  The reconciliation diff: diff_prepare.c,
+ * diff.c and diff_run.c (see diff.h).
  */
 #include "postgres.h"
 
