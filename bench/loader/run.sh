@@ -341,7 +341,7 @@ scale_run() {
 		printf 'one run per size, T = N, each on a freshly generated data set\n\n'
 		printf '%-12s %-3s %9s %10s %12s %10s %12s %10s %12s\n' N '' seconds 'us/row' rows/s 'WAL MB' \
 			'VmHWM-RSS0' 'VmHWM' 'RssAnon+'
-		local line prev_s='' prev_n='' growth=''
+		local line prev_s='' prev_n='' prev_m='' growth=''
 		for line in "${lines[@]}"; do
 			IFS='|' read -r n who _ secs wal rss0 hwm anon0 anonpk <<<"$line"
 			awk -v n="$n" -v who="$who" -v s="$secs" -v w="$wal" -v r="$rss0" -v h="$hwm" -v a0="$anon0" -v ap="$anonpk" \
@@ -349,8 +349,10 @@ scale_run() {
 				         n, who, s, s * 1e6 / n, n / s, w / 1048576, (h - r) / 1024, h / 1024, (ap - a0) / 1024 }'
 			if [ "$who" = a ]; then
 				[ -n "$prev_s" ] && growth+=$(awk -v n="$n" -v pn="$prev_n" -v s="$secs" -v ps="$prev_s" \
-					'BEGIN { printf "  %s -> %s rows: time x%.2f for rows x%.1f (per row x%.2f)\n", pn, n, s / ps, n / pn, (s / n) / (ps / pn) }')$'\n'
-				prev_s=$secs prev_n=$n
+					-v m="$((anonpk - anon0))" -v pm="$prev_m" \
+					'BEGIN { printf "  %s -> %s rows: time x%.2f for rows x%.1f (per row x%.2f); private memory (RssAnon+) %.1f -> %.1f MB, x%.2f\n",
+					         pn, n, s / ps, n / pn, (s / n) / (ps / pn), pm / 1024, m / 1024, (pm > 0 ? m / pm : 0) }')$'\n'
+				prev_s=$secs prev_n=$n prev_m=$((anonpk - anon0))
 			fi
 		done
 		printf '\ngrowth of (a):\n%s' "$growth"
