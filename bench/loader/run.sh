@@ -29,7 +29,7 @@ OBJECTS=100
 SEED=0.42
 DB=reconcile_bench
 
-usage() { sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf '==> ERROR: %s\n' "$*" >&2; exit 1; }
 
