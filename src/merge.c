@@ -704,6 +704,21 @@ merge_group(Merger *m)
 	}
 }
 
+/*
+ * Everything a key allocates (probe results, new rows, executor state)
+ * lives in the group's context and goes with it: memory stays flat however
+ * many keys the batch has.
+ */
+static void
+merge_group_in_context(Merger *m)
+{
+	MemoryContext old = MemoryContextSwitchTo(m->groupcxt);
+
+	merge_group(m);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(m->groupcxt);
+}
+
 static bool
 same_key(Merger *m, TupleTableSlot *slot)
 {
@@ -819,8 +834,7 @@ merge_batch(BatchState *b)
 			progress_rows(nmerged);
 		if (in_group && !same_key(&m, slot))
 		{
-			merge_group(&m);
-			MemoryContextReset(m.groupcxt);
+			merge_group_in_context(&m);
 			in_group = false;
 		}
 		if (!in_group)
@@ -831,7 +845,7 @@ merge_batch(BatchState *b)
 		group_add(&m, slot);
 	}
 	if (in_group)
-		merge_group(&m);
+		merge_group_in_context(&m);
 	ExecDropSingleTupleTableSlot(slot);
 	tuplesort_end(b->sort);
 	b->sort = NULL;
