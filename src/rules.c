@@ -124,6 +124,12 @@ rule_cmp(const void *a, const void *b)
 	return strcmp(ra->name, rb->name);
 }
 
+static const char *
+section_name(RuleSeverity sev)
+{
+	return sev == RULE_DATASET ? "dataset_checks" : rule_severity_names[sev];
+}
+
 static void
 add_rule(List **rules, const char *name, RuleSeverity sev, char *text,
 		 char *description)
@@ -132,8 +138,7 @@ add_rule(List **rules, const char *name, RuleSeverity sev, char *text,
 	Rule	   *r;
 
 	if (name[0] == '\0')
-		refuse_document(psprintf("a rule under \"%s\" has an empty name",
-								 sev == RULE_DATASET ? "dataset_checks" : rule_severity_names[sev]),
+		refuse_document(psprintf("a rule under \"%s\" has an empty name", section_name(sev)),
 						NULL);
 	foreach(lc, *rules)
 	{
@@ -142,8 +147,7 @@ add_rule(List **rules, const char *name, RuleSeverity sev, char *text,
 		if (strcmp(other->name, name) == 0)
 			refuse_document(psprintf("duplicate rule name \"%s\"", name),
 							psprintf("Rule names are unique across \"fail\", \"warn\", \"drop\" and \"dataset_checks\"; \"%s\" appears under \"%s\" and \"%s\".",
-									 name, rule_severity_names[other->severity],
-									 rule_severity_names[sev]));
+									 name, section_name(other->severity), section_name(sev)));
 	}
 	r = palloc0(sizeof(Rule));
 	r->name = pstrdup(name);
@@ -410,11 +414,11 @@ check_dataset_check(Rule *r)
 		refuse_rule(r, list_length(parsed) == 0 ? "it is empty" : "it holds more than one statement");
 	stmt = ((RawStmt *) linitial(parsed))->stmt;
 	if (!IsA(stmt, SelectStmt))
-		refuse_rule(r, psprintf("it is a %s statement, not a SELECT",
-								IsA(stmt, InsertStmt) ? "INSERT" :
-								IsA(stmt, UpdateStmt) ? "UPDATE" :
-								IsA(stmt, DeleteStmt) ? "DELETE" :
-								IsA(stmt, MergeStmt) ? "MERGE" : "utility"));
+		refuse_rule(r, psprintf("it is %s, not a SELECT",
+								IsA(stmt, InsertStmt) ? "an INSERT" :
+								IsA(stmt, UpdateStmt) ? "an UPDATE" :
+								IsA(stmt, DeleteStmt) ? "a DELETE" :
+								IsA(stmt, MergeStmt) ? "a MERGE" : "a utility statement"));
 	if (unsafe_node_walker(stmt, &cxt))
 		refuse_rule(r, cxt.why);
 }
@@ -692,13 +696,13 @@ scan_destroy(DestReceiver *self)
 {
 }
 
-/* Run fn(arg) in a subtransaction; on error return its message. */
-static char *
+/* Run fn(arg) in a subtransaction; on error return it. */
+static ErrorData *
 run_in_subtransaction(void (*fn) (void *), void *arg)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
-	char	   *volatile error = NULL;
+	ErrorData  *volatile error = NULL;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
@@ -723,7 +727,7 @@ run_in_subtransaction(void (*fn) (void *), void *arg)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		error = edata->message;
+		error = edata;
 	}
 	PG_END_TRY();
 	return error;
@@ -796,7 +800,7 @@ static void
 scan_subset(CheckRun *run, int *idx, int n)
 {
 	ScanArgs	a = {run, idx, n};
-	char	   *error;
+	ErrorData  *error;
 
 	if (n == 0 && run->counted)
 		return;
@@ -808,13 +812,13 @@ scan_subset(CheckRun *run, int *idx, int n)
 		if (n == 1)
 		{
 			run->results[idx[0]].status = RS_ERROR;
-			run->results[idx[0]].error = MemoryContextStrdup(run->cxt, error);
+			run->results[idx[0]].error = MemoryContextStrdup(run->cxt, error->message);
 		}
 		else
 			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					(errcode(error->sqlerrcode),
 					 errmsg("could not read relation %s", run->relsql),
-					 errdetail("%s", error)));
+					 errdetail("%s", error->message)));
 		return;
 	}
 	scan_subset(run, idx, n / 2);
@@ -1028,7 +1032,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 		{
 			RuleResult *res = &run->results[i];
 			PlanArgs	pa = {res->rule, run->relsql, run->alias};
-			char	   *error;
+			ErrorData  *error;
 
 			if (res->rule->severity == RULE_DATASET)
 				continue;
@@ -1037,7 +1041,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 			if (error != NULL)
 			{
 				res->status = RS_ERROR;
-				res->error = error;
+				res->error = error->message;
 			}
 			else
 				idx[n++] = i;
@@ -1050,7 +1054,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 		{
 			RuleResult *res = &run->results[i];
 			DatasetArgs da = {run, res, "", run->relsql, NULL};
-			char	   *error;
+			ErrorData  *error;
 
 			if (res->rule->severity != RULE_DATASET)
 				continue;
@@ -1059,7 +1063,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 			if (error != NULL)
 			{
 				res->status = RS_ERROR;
-				res->error = error;
+				res->error = error->message;
 			}
 		}
 	}
@@ -1112,13 +1116,14 @@ result_detail(CheckRun *run, RuleResult *res)
 	if (res->rule->severity == RULE_DATASET)
 	{
 		if (res->status == RS_FAIL)
-			return psprintf(INT64_FORMAT " violation rows returned%s%s", res->invalid,
+			return psprintf("the check returned " INT64_FORMAT " %s%s%s", res->invalid,
+							res->invalid == 1 ? "row" : "rows",
 							res->rule->description ? ": " : "",
 							res->rule->description ? res->rule->description : "");
 		return res->rule->description;
 	}
 	if (res->status == RS_FAIL)
-		return psprintf(INT64_FORMAT " of " INT64_FORMAT " rows are false or null",
+		return psprintf("false or null on " INT64_FORMAT " of " INT64_FORMAT " rows",
 						res->invalid, run->total_rows);
 	return NULL;
 }
