@@ -1250,26 +1250,39 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 
 /* ---- attaching rules to a target ---- */
 
+typedef struct RuleContext
+{
+	Rule	   *rule;
+	const char *target;			/* attached to this target, or NULL */
+} RuleContext;
+
 static void
 rule_error_context(void *arg)
 {
-	Rule	   *r = arg;
+	RuleContext *rc = arg;
+	Rule	   *r = rc->rule;
 
-	errcontext("%s \"%s\"", r->severity == RULE_DATASET ? "dataset check" : "rule", r->name);
+	if (rc->target)
+		errcontext("%s \"%s\" of the rules attached to table \"%s\"",
+				   r->severity == RULE_DATASET ? "dataset check" : "rule", r->name, rc->target);
+	else
+		errcontext("%s \"%s\"", r->severity == RULE_DATASET ? "dataset check" : "rule", r->name);
 }
 
 /* Plan every rule against a relation; errors name the rule. */
 static void
 plan_rules_strict(RuleSet *rs, const char *relsql, const char *alias,
-				  const char *prefix, const char *table, int nparams, Oid *types)
+				  const char *prefix, const char *table, int nparams, Oid *types,
+				  const char *target)
 {
 	for (int i = 0; i < rs->nrules; i++)
 	{
 		Rule	   *r = &rs->rules[i];
 		ErrorContextCallback cb;
+		RuleContext rc = {r, target};
 
 		cb.callback = rule_error_context;
-		cb.arg = r;
+		cb.arg = &rc;
 		cb.previous = error_context_stack;
 		error_context_stack = &cb;
 		if (r->severity != RULE_DATASET)
@@ -1337,7 +1350,7 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 		PG_TRY();
 		{
 			plan_rules_strict(rs, relsql, quote_identifier(get_rel_name(relid)), "",
-							  relsql, 0, NULL);
+							  relsql, 0, NULL, NULL);
 		}
 		PG_FINALLY();
 		{
@@ -1433,7 +1446,7 @@ batch_rules_load(Oid target, Oid staged)
 	PG_TRY();
 	{
 		plan_rules_strict(rs, relsql, "s", batch_rows_prefix(staged),
-						  "reconcile_batch_rows", 1, &argtype);
+						  "reconcile_batch_rows", 1, &argtype, relation_display_name(target));
 	}
 	PG_FINALLY();
 	{
@@ -1501,8 +1514,9 @@ batch_rules_gate(BatchState *b)
 		Rule	   *r = &br->rules->rules[i];
 
 		if (r->severity == RULE_FAIL && br->violations[i] > 0)
-			appendStringInfo(&breaches, "%sfail rule \"%s\": " INT64_FORMAT " rows",
-							 nbreaches++ > 0 ? "; " : "", r->name, br->violations[i]);
+			appendStringInfo(&breaches, "%sfail rule \"%s\": " INT64_FORMAT " %s",
+							 nbreaches++ > 0 ? "; " : "", r->name, br->violations[i],
+							 br->violations[i] == 1 ? "row" : "rows");
 	}
 
 	keys = initArrayResult(TEXTOID, CurrentMemoryContext, false);
@@ -1525,6 +1539,7 @@ batch_rules_gate(BatchState *b)
 			RuleResult	res;
 			DatasetArgs da = {&run, &res, prefix, "reconcile_batch_rows", params};
 			ErrorContextCallback cb;
+			RuleContext rc = {&br->rules->rules[i], b->target->relname};
 
 			memset(&run, 0, sizeof(run));
 			run.cxt = CurrentMemoryContext;
@@ -1532,14 +1547,15 @@ batch_rules_gate(BatchState *b)
 			res.rule = &br->rules->rules[i];
 			initStringInfo(&res.samples);
 			cb.callback = rule_error_context;
-			cb.arg = res.rule;
+			cb.arg = &rc;
 			cb.previous = error_context_stack;
 			error_context_stack = &cb;
 			run_dataset_check(&da);
 			error_context_stack = cb.previous;
 			if (res.invalid > 0)
-				appendStringInfo(&breaches, "%sdataset check \"%s\": " INT64_FORMAT " rows",
-								 nbreaches++ > 0 ? "; " : "", res.rule->name, res.invalid);
+				appendStringInfo(&breaches, "%sdataset check \"%s\": " INT64_FORMAT " %s",
+								 nbreaches++ > 0 ? "; " : "", res.rule->name, res.invalid,
+								 res.invalid == 1 ? "row" : "rows");
 		}
 	}
 	PG_FINALLY();
