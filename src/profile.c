@@ -901,6 +901,7 @@ reconcile_discover_rules(PG_FUNCTION_ARGS)
 	List	   *props = NIL;
 	char	   *doc = NULL;
 	bool		save_read_only = XactReadOnly;
+	Datum		result;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -978,6 +979,9 @@ reconcile_discover_rules(PG_FUNCTION_ARGS)
 		XactReadOnly = save_read_only;
 	}
 	PG_END_TRY();
+	/* SPI calls leave SPI's own context current; the result must outlive it. */
+	MemoryContextSwitchTo(cxt);
+	result = DirectFunctionCall1(jsonb_in, CStringGetDatum(doc));
 	SPI_finish();
-	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(doc)));
+	PG_RETURN_DATUM(result);
 }

@@ -1155,6 +1155,7 @@ reconcile_check(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(cxt);
 	run = check_run(PG_GETARG_OID(0), PG_GETARG_JSONB_P(1),
 					PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2));
+	MemoryContextSwitchTo(cxt);
 	for (int i = 0; i < run->rules->nrules; i++)
 	{
 		RuleResult *res = &run->results[i];
@@ -1195,6 +1196,7 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 				failed = 0,
 				errored = 0;
 	bool		blocked = false;
+	Datum		result;
 
 	check_args(fcinfo, "reconcile_check_report");
 	cxt = CurrentMemoryContext;
@@ -1202,6 +1204,8 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(cxt);
 	run = check_run(PG_GETARG_OID(0), PG_GETARG_JSONB_P(1),
 					PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2));
+	/* SPI calls leave SPI's own context current; the result must outlive it. */
+	MemoryContextSwitchTo(cxt);
 
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "[");
@@ -1241,11 +1245,12 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 		appendStringInfoChar(&buf, '}');
 	}
 	appendStringInfoChar(&buf, ']');
-	SPI_finish();
-	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(
+	result = DirectFunctionCall1(jsonb_in, CStringGetDatum(
 		psprintf("{\"summary\":{\"rules\":%d,\"passed\":%d,\"failed\":%d,\"errored\":%d,\"gate\":\"%s\"},\"rules\":%s}",
 				 run->rules->nrules, passed, failed, errored,
-				 blocked ? "blocked" : "pass", buf.data))));
+				 blocked ? "blocked" : "pass", buf.data)));
+	SPI_finish();
+	PG_RETURN_DATUM(result);
 }
 
 /* ---- attaching rules to a target ---- */
