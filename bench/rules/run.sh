@@ -6,14 +6,14 @@
 #
 # Usage: bench/rules/run.sh   (uses PGHOST, PGPORT, PGUSER; needs the
 # extension installed; creates and drops database reconcile_rules_bench)
-# ROWS=100000 bench/rules/run.sh for a quicker run.
+# ROWS=100000 bench/rules/run.sh for a quicker run; KEEP=1 keeps the database.
 set -euo pipefail
 
 ROWS=${ROWS:-1000000}
 DB=${DB:-reconcile_rules_bench}
 
 psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
-trap 'psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $DB"' EXIT
+[ -n "${KEEP:-}" ] || trap 'psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $DB"' EXIT
 
 psql -X -q -v ON_ERROR_STOP=1 -d "$DB" -v rows="$ROWS" <<'SQL'
 CREATE EXTENSION reconcile;
