@@ -66,6 +66,20 @@ SELECT rule, severity, status, invalid_rows, gate_breach, sample
 FROM reconcile_check('transactions', :'doc', '{"key_columns": ["transaction_id"], "sample": 2}')
 WHERE status <> 'PASS';
 
+-- Odd columns: json has no equality (no allowed values, no uniqueness),
+-- floats with NaN and Infinity, a quoted column name, values with quotes.
+CREATE TABLE odd ("Weird Name" text, j json, f float8, g float8, flag boolean, q text);
+INSERT INTO odd SELECT 'k' || i, json_build_object('i', i % 2), CASE WHEN i = 1 THEN 'NaN'::float8 ELSE i END,
+                       CASE WHEN i = 2 THEN 'Infinity'::float8 ELSE i / 4.0 END,
+                       i % 2 = 0, CASE WHEN i % 2 = 0 THEN 'it''s' ELSE 'o"k' END
+FROM generate_series(1, 40) AS i;
+SELECT reconcile_discover_rules('odd') AS odd_doc \gset
+SELECT key AS rule, value AS expression FROM jsonb_each_text(:'odd_doc'::jsonb -> 'fail') ORDER BY key;
+SELECT key AS rule, value AS expression FROM jsonb_each_text(:'odd_doc'::jsonb -> 'warn') ORDER BY key;
+SELECT c ->> 'name' AS name, c ->> 'sql' AS sql FROM jsonb_array_elements(:'odd_doc'::jsonb -> 'dataset_checks') AS c;
+SELECT rule, status, invalid_rows FROM reconcile_check('odd', :'odd_doc') WHERE status <> 'PASS';
+DROP TABLE odd;
+
 -- Empty relations and bad options.
 CREATE TABLE nothing (a int, b text);
 SELECT reconcile_discover_rules('nothing');

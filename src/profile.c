@@ -42,6 +42,7 @@
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 #include "utils/rel.h"
+#include "utils/typcache.h"
 
 #include "rules.h"
 
@@ -78,6 +79,8 @@ typedef struct ColumnProfile
 	bool		numeric;
 	bool		is_float;
 	bool		textual;
+	bool		has_eq;			/* has an equality operator: IN, GROUP BY */
+	bool		has_nan;		/* NaN sorts above everything: no range */
 	FmgrInfo	out;
 	int64		nonnull;
 	int64		nulls;
@@ -209,14 +212,16 @@ profile_value(Profile *p, ColumnProfile *c, Datum value, int col, int slot)
 			v = DatumGetFloat8(value);
 		else
 			v = DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow, value));
-		if (c->nonnull == 1 || v < c->min)
+		if (isnan(v))
+			c->has_nan = true;
+		else if (c->mintext == NULL || v < c->min)
 		{
 			c->min = v;
 			if (c->mintext)
 				pfree(c->mintext);
 			c->mintext = MemoryContextStrdup(p->cxt, text);
 		}
-		if (c->nonnull == 1 || v > c->max)
+		if (!isnan(v) && (c->maxtext == NULL || v > c->max))
 		{
 			c->max = v;
 			if (c->maxtext)
@@ -390,6 +395,15 @@ null_tolerant(ColumnProfile *c, char *cond)
 	return psprintf("%s IS NULL OR %s", c->qname, cond);
 }
 
+/* A number as SQL: plain when it looks like one, quoted otherwise (NaN, Infinity). */
+static char *
+numeric_literal(const char *text)
+{
+	if (text[0] != '\0' && strspn(text, "-0123456789.e+") == strlen(text))
+		return pstrdup(text);
+	return quote_literal_cstr(text);
+}
+
 static int
 top_cmp(const void *a, const void *b)
 {
@@ -429,14 +443,15 @@ shape_regex(ColumnProfile *c)
 static bool
 is_categorical(Profile *p, ColumnProfile *c)
 {
-	return !c->overflow && c->ntop >= 2 && c->ntop <= p->max_values &&
+	return c->has_eq && !c->overflow && c->ntop >= 2 && c->ntop <= p->max_values &&
 		c->type != BOOLOID && c->nonnull >= 2 * c->ntop;
 }
 
 static bool
 is_linear_candidate(Profile *p, ColumnProfile *c)
 {
-	return c->numeric && c->nonnull > 0 && c->min < c->max &&
+	return c->numeric && c->mintext != NULL && !c->has_nan && c->min < c->max &&
+		!isinf(c->min) && !isinf(c->max) &&
 		(c->overflow || c->ntop > p->max_values);
 }
 
@@ -457,7 +472,8 @@ propose_column_rules(Profile *p, List **props)
 					psprintf("Column %s is never null.", c->name), p->rows, p->rows);
 
 		/* Candidate keys, verified exactly. */
-		if (c->nonnull >= 2 && !c->is_float && c->type != BOOLOID && c->type != NUMERICOID &&
+		if (c->nonnull >= 2 && c->has_eq && !c->is_float && c->type != BOOLOID &&
+			c->type != NUMERICOID &&
 			((!c->overflow && c->ntop == c->nonnull) ||
 			 (c->overflow && hll_estimate(c) >= 0.9 * c->nonnull)))
 		{
@@ -500,7 +516,7 @@ propose_column_rules(Profile *p, List **props)
 					p->rows, p->rows);
 		}
 
-		if (c->numeric && c->nonnull > 0)
+		if (c->numeric && c->mintext != NULL && !c->has_nan)
 		{
 			if (c->min >= 0 && c->max > 0)
 				propose(props, "fail", "non_negative", psprintf("%s_non_negative", n),
@@ -509,7 +525,8 @@ propose_column_rules(Profile *p, List **props)
 			if (c->min < c->max && !is_categorical(p, c))
 				propose(props, "warn", "range", psprintf("%s_range", n),
 						null_tolerant(c, psprintf("%s BETWEEN %s AND %s", c->qname,
-												  c->mintext, c->maxtext)),
+												  numeric_literal(c->mintext),
+												  numeric_literal(c->maxtext))),
 						psprintf("Column %s lies between %s and %s, its range in the profiled data.",
 								 c->name, c->mintext, c->maxtext),
 						p->rows, p->rows);
@@ -938,6 +955,7 @@ reconcile_discover_rules(PG_FUNCTION_ARGS)
 		c->is_float = c->type == FLOAT4OID || c->type == FLOAT8OID;
 		c->textual = c->type == TEXTOID || c->type == VARCHAROID || c->type == BPCHAROID;
 		c->shape_ok = true;
+		c->has_eq = OidIsValid(lookup_type_cache(att->atttypid, TYPECACHE_EQ_OPR)->eq_opr);
 		getTypeOutputInfo(att->atttypid, &out, &varlena);
 		fmgr_info(out, &c->out);
 		appendStringInfo(&sql, "%s%s", p->ncols > 0 ? ", " : "", c->qname);
@@ -946,6 +964,10 @@ reconcile_discover_rules(PG_FUNCTION_ARGS)
 	appendStringInfo(&sql, " FROM %s", p->relsql);
 	relation_close(rel, AccessShareLock);
 
+	/* The sample stays within work_mem: 13 bytes per sampled value. */
+	p->sample_size = Min(p->sample_size,
+						 Max(100, (int) Min((double) work_mem * 1024.0 / (13.0 * Max(p->ncols, 1)),
+											(double) INT_MAX)));
 	p->snum = MemoryContextAllocZero(p->cxt, sizeof(double) * p->sample_size * Max(p->ncols, 1));
 	p->shash = MemoryContextAllocZero(p->cxt, sizeof(uint32) * p->sample_size * Max(p->ncols, 1));
 	p->snull = MemoryContextAllocZero(p->cxt, sizeof(bool) * p->sample_size * Max(p->ncols, 1));
