@@ -73,6 +73,12 @@ COPY (SELECT rule, severity, status, invalid_rows, invalid_pct, gate_breach
 SELECT rule, status, invalid_rows FROM reconcile_check('accounts',
   '{"fail": {"qualified": "accounts.balance >= 0", "lower": "lower(status) = status"}}');
 
+-- A column named like its table does not hide the whole row in samples.
+CREATE TABLE status (status text, n int);
+INSERT INTO status VALUES ('a', 1), ('b', 9);
+SELECT rule, invalid_rows, sample FROM reconcile_check('status', '{"fail": {"small": "n < 5", "qualified": "status.status = ''a''"}}');
+DROP TABLE status;
+
 -- An empty document and an empty table.
 SELECT * FROM reconcile_check('accounts', '{}');
 SELECT reconcile_check_report('accounts', '{}');

@@ -751,8 +751,9 @@ scan_rules(void *arg)
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT ");
+	/* COALESCE(r.*) is the whole row even when a column is named like the relation. */
 	if (run->sample > 0 && run->nkeys == 0)
-		appendStringInfoString(&sql, run->alias);
+		appendStringInfo(&sql, "COALESCE(%s.*)", run->alias);
 	for (int k = 0; k < run->nkeys && run->sample > 0; k++)
 		appendStringInfo(&sql, "%s%s.%s", k > 0 ? ", " : "", run->alias,
 						 quote_identifier(run->keys[k]));
