@@ -166,6 +166,19 @@ SELECT rule, status, detail FROM reconcile_check('accounts', '{
   "fail": {"deletes": "sneaky_delete()", "sequence": "nextval(''rules_seq'') > 0"},
   "dataset_checks": [{"name": "via_check", "sql": "SELECT 1 WHERE sneaky_delete()"}]}');
 SELECT count(*) AS accounts_left FROM accounts;
+-- Whatever else a rule does is rolled back: settings, temporary tables.
+CREATE TEMP TABLE scratch (n int);
+CREATE FUNCTION scribble() RETURNS boolean LANGUAGE plpgsql AS
+$$BEGIN INSERT INTO scratch VALUES (1); RETURN true; END$$;
+SELECT rule, status, invalid_rows FROM reconcile_check('accounts', '{
+  "fail": {"path": "set_config(''search_path'', ''nowhere'', false) IS NOT NULL",
+           "temp_write": "scribble()"},
+  "dataset_checks": [{"name": "setting", "sql": "SELECT 1 WHERE set_config(''work_mem'', ''64MB'', false) IS NULL"}]}');
+SHOW search_path;
+SHOW work_mem;
+SELECT count(*) AS scribbles FROM scratch;
+DROP FUNCTION scribble();
+DROP TABLE scratch;
 -- Rules run with the caller's rights.
 CREATE ROLE regress_rules_reader;
 CREATE TABLE secrets (account_id int, pin text);

@@ -484,15 +484,16 @@ rules_parse(Jsonb *doc)
 							"The top-level keys are \"fail\", \"warn\", \"drop\", \"dataset_checks\" and \"evidence\".");
 	}
 
+	/* Row rules first, sorted by severity and name; checks in document order. */
 	rs->nrules = list_length(rules);
 	rs->rules = palloc0(sizeof(Rule) * Max(rs->nrules, 1));
 	foreach(lc, rules)
-		rs->rules[i++] = *(Rule *) lfirst(lc);
-	/* qsort is not stable; dataset checks keep their order by index. */
-	for (i = 0; i < rs->nrules; i++)
-		if (rs->rules[i].severity == RULE_DATASET)
-			break;
+		if (((Rule *) lfirst(lc))->severity != RULE_DATASET)
+			rs->rules[i++] = *(Rule *) lfirst(lc);
 	qsort(rs->rules, i, sizeof(Rule), rule_cmp);
+	foreach(lc, rules)
+		if (((Rule *) lfirst(lc))->severity == RULE_DATASET)
+			rs->rules[i++] = *(Rule *) lfirst(lc);
 
 	for (i = 0; i < rs->nrules; i++)
 	{
@@ -624,6 +625,7 @@ typedef struct ScanReceiver
 	CheckRun   *run;
 	int			nactive;
 	int		   *active;			/* indexes into run->results */
+	int			idcols;			/* sample columns before the rule columns */
 	int64		rows;
 }			ScanReceiver;
 
@@ -632,7 +634,7 @@ scan_receive(TupleTableSlot *slot, DestReceiver *self)
 {
 	ScanReceiver *sr = (ScanReceiver *) self;
 	CheckRun   *run = sr->run;
-	int			idcols = run->sample > 0 ? Max(run->nkeys, 1) : 0;
+	int			idcols = sr->idcols;
 
 	CHECK_FOR_INTERRUPTS();
 	slot_getallattrs(slot);
@@ -696,7 +698,12 @@ scan_destroy(DestReceiver *self)
 {
 }
 
-/* Run fn(arg) in a subtransaction; on error return it. */
+/*
+ * Run fn(arg) in a subtransaction that is always rolled back, so that
+ * whatever a rule did besides computing (set_config, a temporary table)
+ * is undone; results are kept in memory outside the subtransaction.  On
+ * error return it.
+ */
 static ErrorData *
 run_in_subtransaction(void (*fn) (void *), void *arg)
 {
@@ -709,7 +716,7 @@ run_in_subtransaction(void (*fn) (void *), void *arg)
 	PG_TRY();
 	{
 		fn(arg);
-		ReleaseCurrentSubTransaction();
+		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
 	}
@@ -748,18 +755,19 @@ scan_rules(void *arg)
 	StringInfoData sql;
 	ScanReceiver sr;
 	SPIExecuteOptions opts;
+	bool		samples = run->sample > 0 && a->n > 0;
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT ");
 	/* COALESCE(r.*) is the whole row even when a column is named like the relation. */
-	if (run->sample > 0 && run->nkeys == 0)
+	if (samples && run->nkeys == 0)
 		appendStringInfo(&sql, "COALESCE(%s.*)", run->alias);
-	for (int k = 0; k < run->nkeys && run->sample > 0; k++)
+	for (int k = 0; samples && k < run->nkeys; k++)
 		appendStringInfo(&sql, "%s%s.%s", k > 0 ? ", " : "", run->alias,
 						 quote_identifier(run->keys[k]));
 	for (int j = 0; j < a->n; j++)
 		appendStringInfo(&sql, "%s(%s\n) IS NOT TRUE",
-						 (j > 0 || run->sample > 0) ? ", " : "",
+						 (j > 0 || samples) ? ", " : "",
 						 run->results[a->idx[j]].rule->text);
 	appendStringInfo(&sql, " FROM %s AS %s", run->relsql, run->alias);
 
@@ -772,6 +780,7 @@ scan_rules(void *arg)
 	sr.run = run;
 	sr.nactive = a->n;
 	sr.active = a->idx;
+	sr.idcols = samples ? Max(run->nkeys, 1) : 0;
 	for (int j = 0; j < a->n; j++)
 	{
 		RuleResult *res = &run->results[a->idx[j]];
