@@ -4,8 +4,10 @@ CREATE EXTENSION reconcile;
 
 -- Planted: transaction_id unique with one shape (TX-000001); direction,
 -- sanctions and risk with few values; sanctions 'Y' implies risk 'HIGH';
--- closing = opening + amount - fee on every row but one; memo sometimes
--- null; channel is 'BRANCH' on most but not nearly all DEBIT rows.
+-- closing = opening + amount - fee on every CREDIT row but one, and
+-- closing = opening - amount - fee on every DEBIT row; available = closing
+-- - held on every row; memo sometimes null; channel is 'BRANCH' on most but
+-- not nearly all DEBIT rows.
 CREATE TABLE transactions AS
 SELECT 'TX-' || lpad(i::text, 6, '0') AS transaction_id,
        (i % 500) + 1 AS customer_id,
@@ -20,8 +22,13 @@ SELECT 'TX-' || lpad(i::text, 6, '0') AS transaction_id,
        CASE WHEN i % 11 = 0 THEN NULL ELSE 'note ' || i END AS memo
 FROM generate_series(1, 2000) AS i;
 ALTER TABLE transactions ADD COLUMN closing_balance_usd numeric(12,2);
-UPDATE transactions SET closing_balance_usd = opening_balance_usd + transaction_amount_usd - transaction_fee_usd
-    + CASE WHEN transaction_id = 'TX-001234' THEN 1 ELSE 0 END;
+UPDATE transactions SET closing_balance_usd = opening_balance_usd
+    + CASE transaction_direction WHEN 'CREDIT' THEN transaction_amount_usd ELSE -transaction_amount_usd END
+    - transaction_fee_usd + CASE WHEN transaction_id = 'TX-001234' THEN 1 ELSE 0 END;
+-- And a balance that adds up on every row: available = closing - held.
+ALTER TABLE transactions ADD COLUMN held_usd numeric(12,2), ADD COLUMN available_usd numeric(12,2);
+UPDATE transactions SET held_usd = ((customer_id * 11) % 400) / 4.0,
+                        available_usd = closing_balance_usd - ((customer_id * 11) % 400) / 4.0;
 
 SELECT reconcile_discover_rules('transactions') AS doc \gset
 
@@ -38,7 +45,7 @@ SELECT key AS rule, value ->> 'kind' AS kind, (value ->> 'rows_checked')::int AS
 FROM jsonb_each(:'doc'::jsonb -> 'evidence') ORDER BY kind, key;
 SELECT key AS rule, value ->> 'description' AS description
 FROM jsonb_each(:'doc'::jsonb -> 'evidence')
-WHERE value ->> 'kind' IN ('linear', 'implication', 'pattern', 'allowed_values') ORDER BY key;
+WHERE value ->> 'kind' IN ('linear', 'conditional_linear', 'implication', 'pattern', 'allowed_values') ORDER BY key;
 -- Not proposed: DEBIT implies BRANCH holds on only 90% of DEBIT rows (the
 -- converse, BRANCH implies DEBIT, holds on all and is proposed above).
 SELECT count(*) AS debit_implications FROM jsonb_each(:'doc'::jsonb -> 'evidence')
@@ -48,13 +55,13 @@ WHERE key LIKE 'transaction_direction_debit_implies%';
 -- and the near-rule fails on exactly the planted row.
 SELECT rule, severity, status, invalid_rows, sample
 FROM reconcile_check('transactions', :'doc', '{"key_columns": ["transaction_id"]}')
-WHERE status <> 'PASS' OR rule LIKE '%adds_up' OR rule LIKE '%implies%';
+WHERE status <> 'PASS' OR rule LIKE '%adds_up%' OR rule LIKE '%implies%';
 SELECT reconcile_check_report('transactions', :'doc') -> 'summary' AS summary;
 
 -- A stricter min_share keeps only exact relations; max_values bounds the
 -- allowed-values lists.
 SELECT key FROM jsonb_each(reconcile_discover_rules('transactions', '{"min_share": 1, "max_values": 2}') -> 'evidence')
-WHERE value ->> 'kind' IN ('linear', 'implication', 'allowed_values') ORDER BY key;
+WHERE value ->> 'kind' IN ('linear', 'conditional_linear', 'implication', 'allowed_values') ORDER BY key;
 
 -- Breaking a planted rule after the fact: the discovered rules catch it.
 UPDATE transactions SET customer_risk_rating = 'LOW' WHERE transaction_id = 'TX-000050';

@@ -55,6 +55,7 @@ PG_FUNCTION_INFO_V1(reconcile_discover_rules);
 #define MAX_RUNS 12
 #define MAX_LINEAR_COLUMNS 12
 #define MAX_IMPLICATIONS 20
+#define MAX_CONDITIONAL 10
 #define MIN_IMPLICATION_SUPPORT 10
 
 typedef struct ShapeRun
@@ -547,38 +548,52 @@ propose_column_rules(Profile *p, List **props)
 
 /* ---- linear relations ---- */
 
-static bool
-sample_relation_holds(Profile *p, int *cols, int *signs, int k, int64 *checked, int64 *held)
+/*
+ * Screen sum(signs[j] * col[j]) = 0 on the sample.  holds[s] is set for
+ * the sampled rows where every column is set and the relation holds (up
+ * to rounding: the columns are compared as doubles here, exactly later).
+ */
+static void
+sample_relation(Profile *p, int *cols, int *signs, int k, bool *complete,
+				bool *holds, int64 *checked, int64 *held)
 {
 	*checked = *held = 0;
 	for (int s = 0; s < p->nsampled; s++)
 	{
 		double		sum = 0,
 					scale = 1;
-		bool		skip = false;
 
+		complete[s] = true;
+		holds[s] = false;
 		for (int j = 0; j < k; j++)
 		{
 			if (p->snull[s * p->ncols + cols[j]])
 			{
-				skip = true;
+				complete[s] = false;
 				break;
 			}
 			sum += signs[j] * p->snum[s * p->ncols + cols[j]];
 			scale += fabs(p->snum[s * p->ncols + cols[j]]);
 		}
-		if (skip)
+		if (!complete[s])
 			continue;
 		(*checked)++;
 		if (fabs(sum) <= 1e-9 * scale)
+		{
+			holds[s] = true;
 			(*held)++;
+		}
 	}
-	return *checked >= 10 && *held >= p->min_share * *checked;
 }
 
-/* Write sum(signs[j] * col[j]) = 0 as "y = a + b - c", y the last column. */
-static void
-propose_linear(Profile *p, List **props, int *cols, int *signs, int k)
+/*
+ * Verify sum(signs[j] * col[j]) = 0 over the whole relation (only on the
+ * rows where column cc is cv, when cc is given) and propose it, written
+ * as "y = a + b - c" with y the last column.  Returns whether it held.
+ */
+static bool
+propose_linear(Profile *p, List **props, int *cols, int *signs, int k,
+			   ColumnProfile *cc, const char *cv)
 {
 	int			y = k - 1;
 	StringInfoData rhs;
@@ -611,18 +626,89 @@ propose_linear(Profile *p, List **props, int *cols, int *signs, int k)
 	}
 	holds = exact ? psprintf("%s = %s", cy->qname, rhs.data) :
 		psprintf("abs(%s - (%s)) <= 1e-6", cy->qname, rhs.data);
-	checked = count_query(psprintf("SELECT pg_catalog.count(*) FILTER (WHERE %s),"
-								   " pg_catalog.count(*) FILTER (WHERE %s AND %s) FROM %s",
-								   notnull.data, notnull.data, holds, p->relsql),
-						  0, NULL, NULL, &holding);
-	if (checked == 0 || holding < p->min_share * checked)
-		return;
-	propose(props, holding == checked ? "fail" : "warn", "linear",
-			psprintf("%s_adds_up", name_part(cy->name)),
-			nullable ? psprintf("NOT COALESCE(NOT (%s), FALSE)", holds) : holds,
-			psprintf("%s = %s holds on %.2f%% of the rows where all are set.",
-					 cy->name, rhs.data, 100.0 * holding / checked),
-			checked, holding);
+
+	if (cc == NULL)
+		checked = count_query(psprintf("SELECT pg_catalog.count(*) FILTER (WHERE %s),"
+									   " pg_catalog.count(*) FILTER (WHERE %s AND %s) FROM %s",
+									   notnull.data, notnull.data, holds, p->relsql),
+							  0, NULL, NULL, &holding);
+	else
+	{
+		Oid			type = TEXTOID;
+		Datum		arg = CStringGetTextDatum(cv);
+		char	   *cond = psprintf("%s::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND %s",
+									cc->qname, notnull.data);
+
+		checked = count_query(psprintf("SELECT pg_catalog.count(*) FILTER (WHERE %s),"
+									   " pg_catalog.count(*) FILTER (WHERE %s AND %s) FROM %s",
+									   cond, cond, holds, p->relsql),
+							  1, &type, &arg, &holding);
+	}
+	if (checked < 10 || holding < p->min_share * checked)
+		return false;
+
+	if (cc == NULL)
+		propose(props, holding == checked ? "fail" : "warn", "linear",
+				psprintf("%s_adds_up", name_part(cy->name)),
+				nullable ? psprintf("NOT COALESCE(NOT (%s), FALSE)", holds) : holds,
+				psprintf("%s = %s holds on %.2f%% of the rows where all are set.",
+						 cy->name, rhs.data, 100.0 * holding / checked),
+				checked, holding);
+	else
+	{
+		char	   *lit = quote_literal_cstr(cv);
+
+		/* The form teams write by hand: NOT COALESCE((condition AND broken), FALSE). */
+		propose(props, holding == checked ? "fail" : "warn", "conditional_linear",
+				psprintf("%s_adds_up_when_%s_%s", name_part(cy->name), name_part(cc->name),
+						 name_part(cv)),
+				exact ? psprintf("NOT COALESCE((%s = %s AND %s <> %s), FALSE)",
+								 cc->qname, lit, cy->qname, rhs.data) :
+				psprintf("NOT COALESCE((%s = %s AND abs(%s - (%s)) > 1e-6), FALSE)",
+						 cc->qname, lit, cy->qname, rhs.data),
+				psprintf("When %s is %s, %s = %s holds on %.2f%% of the rows where all are set.",
+						 cc->name, lit, cy->name, rhs.data, 100.0 * holding / checked),
+				checked, holding);
+	}
+	return true;
+}
+
+/*
+ * A relation that fails overall may hold within one category (a balance
+ * that adds up one way for credits and another for debits): try each value
+ * of each categorical column on the sampled rows where it holds.
+ */
+static void
+propose_conditional_linear(Profile *p, List **props, int *cols, int *signs, int k,
+						   bool *complete, bool *holds, int *nconditional)
+{
+	for (int ci = 0; ci < p->ncols && *nconditional < MAX_CONDITIONAL; ci++)
+	{
+		ColumnProfile *cc = &p->cols[ci];
+		bool		member = false;
+
+		for (int j = 0; j < k; j++)
+			member |= cols[j] == ci;
+		if (member || !is_categorical(p, cc))
+			continue;
+		for (int v = 0; v < cc->ntop && *nconditional < MAX_CONDITIONAL; v++)
+		{
+			int64		support = 0,
+						held = 0;
+
+			for (int s = 0; s < p->nsampled; s++)
+			{
+				if (!complete[s] || p->snull[s * p->ncols + ci] ||
+					p->shash[s * p->ncols + ci] != cc->top[v].hash)
+					continue;
+				support++;
+				held += holds[s];
+			}
+			if (support >= MIN_IMPLICATION_SUPPORT && held >= p->min_share * support &&
+				propose_linear(p, props, cols, signs, k, cc, cc->top[v].value))
+				(*nconditional)++;
+		}
+	}
 }
 
 static void
@@ -631,6 +717,9 @@ propose_linear_rules(Profile *p, List **props)
 	int			cand[MAX_LINEAR_COLUMNS];
 	int			n = 0;
 	List	   *found = NIL;	/* bitmasks over cand of relations found */
+	bool	   *complete = palloc(sizeof(bool) * Max(p->nsampled, 1));
+	bool	   *holds = palloc(sizeof(bool) * Max(p->nsampled, 1));
+	int			nconditional = 0;
 
 	for (int i = 0; i < p->ncols && n < MAX_LINEAR_COLUMNS; i++)
 		if (is_linear_candidate(p, &p->cols[i]))
@@ -646,7 +735,7 @@ propose_linear_rules(Profile *p, List **props)
 			bool		contains = false;
 			ListCell   *lc;
 
-			if (__builtin_popcount(mask) != k)
+			if (pg_popcount32((uint32) mask) != k)
 				continue;
 			CHECK_FOR_INTERRUPTS();
 			foreach(lc, found)
@@ -667,17 +756,19 @@ propose_linear_rules(Profile *p, List **props)
 				signs[0] = 1;
 				for (int j = 1; j < k; j++)
 					signs[j] = (sm & (1 << (j - 1))) ? -1 : 1;
-				if (sample_relation_holds(p, cols, signs, k, &checked, &held))
+				sample_relation(p, cols, signs, k, complete, holds, &checked, &held);
+				if (checked < 10)
+					continue;
+				if (held >= p->min_share * checked &&
+					propose_linear(p, props, cols, signs, k, NULL, NULL))
 				{
-					int			before = list_length(*props);
-
-					propose_linear(p, props, cols, signs, k);
-					if (list_length(*props) > before)
-					{
-						found = lappend_int(found, mask);
-						break;
-					}
+					found = lappend_int(found, mask);
+					break;
 				}
+				/* Holding on a category's rows, it holds on their share at least. */
+				if (held >= 0.05 * checked)
+					propose_conditional_linear(p, props, cols, signs, k, complete, holds,
+											   &nconditional);
 			}
 		}
 	}
