@@ -44,6 +44,12 @@ SELECT reconcile_set_rules('customer_state', '{"fail": {"typo": "agee >= 18"}}')
 SELECT reconcile_set_rules('customer_state', '{"fail": {"not_bool": "age"}}');
 SELECT reconcile_set_rules('customer_state', '{"dataset_checks": [{"name": "d", "sql": "SELECT nope FROM {{TABLE}}"}]}');
 SELECT reconcile_set_rules('customer_state', '{"dataset_checks": [{"name": "d", "sql": "DELETE FROM {{TABLE}}"}]}');
+-- Attached rules run inside batches: no volatile functions.
+SELECT reconcile_set_rules('customer_state', '{"warn": {"path": "set_config(''search_path'', ''x'', false) IS NOT NULL"}}');
+SELECT reconcile_set_rules('customer_state', '{"warn": {"lucky": "random() < 2"}}');
+CREATE SEQUENCE customer_seq;
+SELECT reconcile_set_rules('customer_state', '{"dataset_checks": [{"name": "d", "sql": "SELECT nextval(''customer_seq'') FROM {{TABLE}}"}]}');
+DROP SEQUENCE customer_seq;
 SELECT count(*) AS stored_versions FROM reconcile.target_rules;
 
 -- Version 1.

@@ -34,6 +34,7 @@
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
+#include "optimizer/optimizer.h"
 #include "parser/parser.h"
 #include "storage/lmgr.h"
 #include "tcop/dest.h"
@@ -526,7 +527,19 @@ rules_quote_relation(Oid relid)
  * shape of the one scan).  LIMIT 0 runs the executor's permission checks.
  */
 static void
-plan_row_rule(Rule *r, const char *relsql, const char *alias)
+refuse_volatile(Rule *r, Node *query)
+{
+	if (contain_volatile_functions(query))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s \"%s\" calls a volatile function",
+						r->severity == RULE_DATASET ? "dataset check" : "rule", r->name),
+				 errdetail("Rules attached to a target run inside each batch, which cannot roll back what a volatile function does; only immutable and stable functions may be called."),
+				 errhint("Run such rules with reconcile_check, or declare the function STABLE if it only reads.")));
+}
+
+static void
+plan_row_rule(Rule *r, const char *relsql, const char *alias, bool attached)
 {
 	char	   *sql = psprintf("SELECT (%s\n) FROM %s AS %s LIMIT 0", r->text, relsql, alias);
 	SPIPlanPtr	plan = SPI_prepare(sql, 0, NULL);
@@ -547,6 +560,8 @@ plan_row_rule(Rule *r, const char *relsql, const char *alias)
 						q->hasWindowFuncs ? "a window function" : "a set-returning function"),
 				 errdetail("A row rule is evaluated on each row on its own."),
 				 errhint("Write a check over several rows as a dataset check.")));
+	if (attached)
+		refuse_volatile(r, (Node *) q);
 	type = TupleDescAttr(ps->resultDesc, 0)->atttypid;
 	if (type != BOOLOID)
 		ereport(ERROR,
@@ -915,7 +930,7 @@ plan_row_rule_cb(void *arg)
 {
 	PlanArgs   *a = arg;
 
-	plan_row_rule(a->rule, a->relsql, a->alias);
+	plan_row_rule(a->rule, a->relsql, a->alias, false);
 }
 
 static void
@@ -1301,11 +1316,20 @@ plan_rules_strict(RuleSet *rs, const char *relsql, const char *alias,
 		cb.previous = error_context_stack;
 		error_context_stack = &cb;
 		if (r->severity != RULE_DATASET)
-			plan_row_rule(r, relsql, alias);
-		else if (SPI_prepare(psprintf("%sSELECT v FROM (%s\n) AS v", prefix,
-									  substitute_table(r->text, table)),
-							 nparams, types) == NULL)
-			elog(ERROR, "SPI_prepare failed for dataset check \"%s\"", r->name);
+			plan_row_rule(r, relsql, alias, true);
+		else
+		{
+			SPIPlanPtr	plan = SPI_prepare(psprintf("%sSELECT v FROM (%s\n) AS v", prefix,
+													substitute_table(r->text, table)),
+										   nparams, types);
+			CachedPlanSource *ps;
+
+			if (plan == NULL)
+				elog(ERROR, "SPI_prepare failed for dataset check \"%s\"", r->name);
+			ps = linitial(SPI_plan_get_plan_sources(plan));
+			refuse_volatile(r, (Node *) linitial(ps->query_list));
+			SPI_freeplan(plan);
+		}
 		error_context_stack = cb.previous;
 	}
 }
