@@ -4,7 +4,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION reconcile;
 
-SELECT plan(53);
+SELECT plan(60);
 
 -- ---- the SQL surface ----
 SELECT has_function('reconcile_check', ARRAY['regclass', 'jsonb', 'jsonb']);
@@ -147,6 +147,19 @@ SELECT throws_ok($$SELECT * FROM reconcile_batch(target => 'acct', staged => 'ac
                    manifest => '[{"object_key":"b","version_id":"1","content_hash":"sha256:bb","rows":1}]')$$,
                  '23514', NULL, 'a fail rule blocks the batch');
 SELECT is((SELECT count(*) FROM acct), 2::bigint, 'nothing of the blocked batch was applied');
+SELECT throws_ok($$SELECT reconcile_set_rules('acct', '{"warn": {"r": "random() < 2"}}')$$, '22023',
+                 'rule "r" calls a volatile function', 'attached rules may not call volatile functions');
+SELECT throws_ok($$SELECT reconcile_set_rules('acct', '{"fail": {"r": "nope"}}')$$, '42703', NULL,
+                 'attached rules must plan against the target');
+SELECT is((SELECT max(version) FROM reconcile.target_rules), 1, 'refused documents are not stored');
+SELECT is(reconcile_set_rules('acct', NULL), 2, 'NULL detaches, as a new version');
+SELECT lives_ok($$SELECT * FROM reconcile_batch(target => 'acct', staged => 'acct_stage',
+                   manifest => '[{"object_key":"b","version_id":"1","content_hash":"sha256:bb","rows":1}]')$$,
+                'without rules the batch loads');
+-- What a rule does besides computing is rolled back.
+SELECT is((SELECT status FROM reconcile_check('t', '{"fail": {"s": "set_config(''work_mem'', ''77MB'', false) IS NOT NULL"}}')),
+          'PASS', 'a rule may call set_config');
+SELECT isnt(current_setting('work_mem'), '77MB', 'but the setting does not outlive the check');
 
 SELECT * FROM finish();
 ROLLBACK;
