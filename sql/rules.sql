@@ -79,6 +79,12 @@ INSERT INTO status VALUES ('a', 1), ('b', 9);
 SELECT rule, invalid_rows, sample FROM reconcile_check('status', '{"fail": {"small": "n < 5", "qualified": "status.status = ''a''"}}');
 DROP TABLE status;
 
+-- More rules than a query has columns: scanned in chunks, counted alike.
+SELECT status, count(*) AS rules, sum(invalid_rows) AS invalid_rows
+FROM reconcile_check('accounts', (SELECT jsonb_build_object('warn', jsonb_object_agg('r' || i, 'account_id > ' || (i % 6)))
+                                  FROM generate_series(1, 2500) AS i), '{"sample": 1}')
+GROUP BY status ORDER BY status;
+
 -- An empty document and an empty table.
 SELECT * FROM reconcile_check('accounts', '{}');
 SELECT reconcile_check_report('accounts', '{}');

@@ -61,6 +61,7 @@ PG_FUNCTION_INFO_V1(reconcile_set_rules);
 const char *const rule_severity_names[] = {"fail", "warn", "drop", "dataset_check"};
 
 #define DEFAULT_SAMPLE 10
+#define MAX_RULES_PER_SCAN 1000
 
 /* ---- the document ---- */
 
@@ -1071,7 +1072,9 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 			else
 				idx[n++] = i;
 		}
-		scan_subset(run, idx, n);
+		/* A query has at most 1664 columns: beyond 1000 rules, scan in chunks. */
+		for (int done = 0; done < n; done += MAX_RULES_PER_SCAN)
+			scan_subset(run, idx + done, Min(n - done, MAX_RULES_PER_SCAN));
 		if (!run->counted)
 			scan_subset(run, idx, 0);
 
