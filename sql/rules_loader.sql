@@ -50,6 +50,8 @@ SELECT reconcile_set_rules('customer_state', '{"warn": {"lucky": "random() < 2"}
 CREATE SEQUENCE customer_seq;
 SELECT reconcile_set_rules('customer_state', '{"dataset_checks": [{"name": "d", "sql": "SELECT nextval(''customer_seq'') FROM {{TABLE}}"}]}');
 DROP SEQUENCE customer_seq;
+SELECT reconcile_set_rules('customer_state', (SELECT jsonb_build_object('warn', jsonb_object_agg('r' || i, 'age > ' || i))
+                                                FROM generate_series(1, 1001) AS i));
 SELECT count(*) AS stored_versions FROM reconcile.target_rules;
 
 -- Version 1.

@@ -1387,6 +1387,17 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 	{
 		RuleSet    *rs = rules_parse(PG_GETARG_JSONB_P(1));
 		char	   *relsql = rules_quote_relation(relid);
+		int			nrow = 0;
+
+		/* Each row rule is one more column of the loader's staged read. */
+		for (int i = 0; i < rs->nrules; i++)
+			nrow += rs->rules[i].severity != RULE_DATASET;
+		if (nrow > MAX_RULES_PER_SCAN)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("a rules document attached to a target holds at most %d row rules, not %d",
+							MAX_RULES_PER_SCAN, nrow),
+					 errhint("Combine rules, or run the larger document with reconcile_check.")));
 
 		XactReadOnly = true;
 		PG_TRY();
