@@ -9,10 +9,11 @@
  * then the column is marked high-cardinality), the one shape text values
  * share if they do (character classes and run lengths), and a reservoir
  * sample of rows.  Candidate cross-column rules (linear relations with
- * coefficients +1/-1 among three or four numeric columns, and implications
- * between categorical columns) are screened on the sample and verified
- * with one counting query each over the whole relation; only those that
- * hold on at least min_share of the rows are proposed.
+ * coefficients +1/-1 among three or four numeric columns, overall or within
+ * one value of a categorical column, and implications between categorical
+ * columns) are screened on the sample and verified with one counting query
+ * each over the whole relation; only those that hold on at least min_share
+ * of the rows are proposed.
  *
  * Proposals that hold on every row go under "fail" (not-null, allowed
  * values, non-negative, pattern, exact relations); ranges, which new data
