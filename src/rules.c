@@ -592,7 +592,6 @@ typedef struct RuleResult
 	int			nsamples;
 	StringInfoData samples;		/* JSON array elements, comma separated */
 	char	   *error;
-	int			column;			/* in the scan's result, 0-based */
 } RuleResult;
 
 typedef struct CheckRun
