@@ -3,9 +3,10 @@
  *		Data-quality rules: the rules document, its safety checks, and the
  *		hooks the loader calls to apply a target's attached rules.
  *
- * rules.c parses and checks documents and runs them (reconcile_check,
- * reconcile_check_report, reconcile_set_rules and the batch hooks);
- * profile.c proposes a document from the data (reconcile_discover_rules).
+ * rules.c parses and checks documents; rules_check.c runs them
+ * (reconcile_check, reconcile_check_report); rules_attach.c attaches them to
+ * targets (reconcile_set_rules) and applies them to batches; profile.c
+ * proposes a document from the data (reconcile_discover_rules).
  */
 #ifndef RECONCILE_RULES_H
 #define RECONCILE_RULES_H
@@ -40,10 +41,19 @@ typedef struct RuleSet
 	Rule	   *rules;			/* fail, warn, drop (each by name), then checks */
 } RuleSet;
 
+/* A scan, and an attached document, holds at most this many row rules. */
+#define RULES_MAX_PER_SCAN 1000
+
+/* ---- rules.c ---- */
+
 extern RuleSet *rules_parse(Jsonb *doc);
 extern char *rules_quote_relation(Oid relid);
+extern char *rules_substitute_table(const char *sql, const char *table);
+extern void rules_plan_row_rule(Rule *r, const char *relsql, const char *alias,
+								bool attached);
+extern void rules_refuse_volatile(Rule *r, Node *query);
 
-/* ---- loader hooks (called from stage.c, batch.c, receipt.c) ---- */
+/* ---- rules_attach.c: loader hooks (called from stage.c, batch.c, receipt.c) ---- */
 
 typedef struct BatchRules BatchRules;
 
