@@ -121,6 +121,14 @@ SELECT target, version, rules IS NULL AS detached, set_by, previous_version,
        pg_catalog.jsonb_object_keys(COALESCE(rules, '{"-": 0}')) AS sections
 FROM reconcile.target_rules ORDER BY version, sections;
 
+-- A rule that fails at run time on a staged row stops the batch; the
+-- context says rules were being evaluated.
+SELECT reconcile_set_rules('customer_state', '{"warn": {"ratio": "100 / (age - 50) > 0"}}');
+INSERT INTO customer_stage VALUES ('o5', 1, 'UPSERT', 'C9', '1', 'Gu', 50, 'LOW', 'N');
+SELECT * FROM reconcile_batch(target => 'customer_state', staged => 'customer_stage',
+                              manifest => '[{"object_key":"o5","version_id":"a","content_hash":"sha256:05","rows":1}]');
+SELECT rule, status, detail FROM reconcile_check('customer_stage', '{"warn": {"ratio": "100 / (age - 50) > 0"}}');
+
 -- A rule naming a column the staged relation lacks stops the batch, by name.
 SELECT reconcile_set_rules('customer_state', '{"warn": {"named": "name <> ''''"}}');
 CREATE TABLE thin_stage (object_key text, source_row bigint, operation text,

@@ -205,7 +205,9 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	progress_active = false;	/* an earlier batch may have failed */
 	progress_start(b);
 	progress_phase(PHASE_READING);
+	batch_rules_context_push(b);	/* rules.c: run-time errors mention the rules */
 	stage_read(b);
+	batch_rules_context_pop(b);
 	check_row_counts(b);
 	batch_rules_gate(b);		/* rules.c: fail rules and dataset checks */
 	pause_point("staged");

@@ -58,6 +58,8 @@ extern void rules_refuse_volatile(Rule *r, Node *query);
 typedef struct BatchRules BatchRules;
 
 extern BatchRules *batch_rules_load(Oid target, Oid staged);
+extern void batch_rules_context_push(BatchState *b);
+extern void batch_rules_context_pop(BatchState *b);
 extern void batch_rules_append_columns(BatchRules *br, StringInfo sql, int firstpos);
 extern int	batch_rules_row(BatchRules *br, const Datum *values, const bool *isnull,
 							bool rejected, const char ***dropped);

@@ -188,6 +188,8 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 
 struct BatchRules
 {
+	ErrorContextCallback context;	/* while the staged rows are read */
+	const char *target_name;
 	Oid			target;
 	Oid			staged;
 	RuleSet    *rules;
@@ -236,6 +238,7 @@ batch_rules_load(Oid target, Oid staged)
 	rs = rules_parse(DatumGetJsonbP(d));
 	br = palloc0(sizeof(BatchRules));
 	br->target = target;
+	br->target_name = relation_display_name(target);
 	br->staged = staged;
 	br->rules = rs;
 	while (br->nrow < rs->nrules && rs->rules[br->nrow].severity != RULE_DATASET)
@@ -256,6 +259,41 @@ batch_rules_load(Oid target, Oid staged)
 	}
 	PG_END_TRY();
 	return br;
+}
+
+/*
+ * A run-time error in a row rule (division by zero on some staged row)
+ * surfaces while the loader reads the staged rows, where nothing tells
+ * which expression raised it; say that rules were being evaluated.
+ */
+static void
+batch_rules_error_context(void *arg)
+{
+	BatchRules *br = arg;
+
+	if (br->nrow > 0)
+		errcontext("reading the staged rows with the row rules attached to table \"%s\" (reconcile_check over the staged relation names a rule that fails)",
+				   br->target_name);
+}
+
+void
+batch_rules_context_push(BatchState *b)
+{
+	BatchRules *br = b->rules;
+
+	if (br == NULL)
+		return;
+	br->context.callback = batch_rules_error_context;
+	br->context.arg = br;
+	br->context.previous = error_context_stack;
+	error_context_stack = &br->context;
+}
+
+void
+batch_rules_context_pop(BatchState *b)
+{
+	if (b->rules != NULL)
+		error_context_stack = b->rules->context.previous;
 }
 
 /* Append "(rule) IS NOT TRUE" for each row rule to the staged query. */
