@@ -2,7 +2,8 @@
 # Benchmark: 100 row rules over a generated 1,000,000-row table, three ways:
 #   reconcile_check (one scan, in C), one count query per rule (how rule
 #   runners usually do it), and one hand-written count(*) FILTER query.
-# Prints the times of one run and the ratios.
+# Prints the times of one run and the ratios, and keeps them in
+# bench/out/rules-<time>.txt (git-ignored).
 #
 # Usage: bench/rules/run.sh   (uses PGHOST, PGPORT, PGUSER; needs the
 # extension installed; creates and drops database reconcile_rules_bench)
@@ -15,7 +16,11 @@ DB=${DB:-reconcile_rules_bench}
 psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
 [ -n "${KEEP:-}" ] || trap 'psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $DB"' EXIT
 
-psql -X -q -v ON_ERROR_STOP=1 -d "$DB" -v rows="$ROWS" <<'SQL'
+OUT_DIR="$(cd "$(dirname "$0")/.." && pwd)/out"
+mkdir -p "$OUT_DIR"
+OUT="$OUT_DIR/rules-$(date +%Y%m%d-%H%M%S).txt"
+
+psql -X -q -v ON_ERROR_STOP=1 -d "$DB" -v rows="$ROWS" <<'SQL' | tee "$OUT"
 CREATE EXTENSION reconcile;
 SET max_parallel_workers_per_gather = 0;   -- compare single scans
 CREATE TABLE bench_tx AS
@@ -95,3 +100,4 @@ SELECT pg_catalog.round(:check_ms::numeric / :per_rule_ms, 3) AS r1,
 \echo reconcile_check / per-rule queries = :r1 (aim <= 0.1)
 \echo reconcile_check / hand-written scan = :r2 (aim <= 1.2)
 SQL
+echo "report: $OUT"
