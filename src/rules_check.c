@@ -30,6 +30,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
+#include "utils/plancache.h"
 #include "utils/resowner.h"
 #include "utils/tuplestore.h"
 
@@ -412,6 +413,42 @@ plan_row_rule_cb(void *arg)
 	rules_plan_row_rule(a->rule, a->relsql, a->alias, false);
 }
 
+/*
+ * Plan a chunk of row rules in one query, with the checks that
+ * rules_plan_row_rule makes for one; any failure sends the caller to
+ * planning them one by one.
+ */
+static void
+plan_rules_together(void *arg)
+{
+	ScanArgs   *a = arg;
+	CheckRun   *run = a->run;
+	StringInfoData sql;
+	SPIPlanPtr	plan;
+	CachedPlanSource *ps;
+	Query	   *q;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	for (int j = 0; j < a->n; j++)
+		appendStringInfo(&sql, "%s(%s\n)", j > 0 ? ", " : "",
+						 run->results[a->idx[j]].rule->text);
+	appendStringInfo(&sql, " FROM %s AS %s LIMIT 0", run->relsql, run->alias);
+	plan = SPI_prepare(sql.data, 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	ps = linitial(SPI_plan_get_plan_sources(plan));
+	q = linitial_node(Query, ps->query_list);
+	if (q->hasAggs || q->hasWindowFuncs || q->hasTargetSRFs)
+		elog(ERROR, "a rule is not a plain row expression");
+	for (int j = 0; j < ps->resultDesc->natts; j++)
+		if (TupleDescAttr(ps->resultDesc, j)->atttypid != BOOLOID)
+			elog(ERROR, "a rule is not boolean");
+	if (SPI_execute_plan(plan, NULL, NULL, true, 0) < 0)
+		elog(ERROR, "could not run the rules");
+	SPI_freeplan(plan);
+}
+
 static void
 parse_options(CheckRun *run, Jsonb *options)
 {
@@ -532,23 +569,43 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 	XactReadOnly = true;
 	PG_TRY();
 	{
-		for (int i = 0; i < rs->nrules; i++)
-		{
-			RuleResult *res = &run->results[i];
-			PlanArgs	pa = {res->rule, run->relsql, run->alias};
-			ErrorData  *error;
+		int			nrow = 0;
+		int		   *rows = palloc(sizeof(int) * Max(rs->nrules, 1));
 
-			if (res->rule->severity == RULE_DATASET)
-				continue;
-			CHECK_FOR_INTERRUPTS();
-			error = run_in_subtransaction(plan_row_rule_cb, &pa);
-			if (error != NULL)
+		for (int i = 0; i < rs->nrules; i++)
+			if (rs->rules[i].severity != RULE_DATASET)
+				rows[nrow++] = i;
+
+		/*
+		 * Plan the rules together first, a chunk at a time; only when that
+		 * fails, one by one, to find the rules at fault.
+		 */
+		for (int done = 0; done < nrow; done += RULES_MAX_PER_SCAN)
+		{
+			ScanArgs	together = {run, rows + done, Min(nrow - done, RULES_MAX_PER_SCAN)};
+
+			if (run_in_subtransaction(plan_rules_together, &together) == NULL)
 			{
-				res->status = RS_ERROR;
-				res->error = error->message;
+				for (int j = 0; j < together.n; j++)
+					idx[n++] = together.idx[j];
+				continue;
 			}
-			else
-				idx[n++] = i;
+			for (int j = 0; j < together.n; j++)
+			{
+				RuleResult *res = &run->results[together.idx[j]];
+				PlanArgs	pa = {res->rule, run->relsql, run->alias};
+				ErrorData  *error;
+
+				CHECK_FOR_INTERRUPTS();
+				error = run_in_subtransaction(plan_row_rule_cb, &pa);
+				if (error != NULL)
+				{
+					res->status = RS_ERROR;
+					res->error = error->message;
+				}
+				else
+					idx[n++] = together.idx[j];
+			}
 		}
 		/* A query has at most 1664 columns: beyond 1000 rules, scan in chunks. */
 		for (int done = 0; done < n; done += RULES_MAX_PER_SCAN)
