@@ -95,6 +95,18 @@ SELECT rule, status, invalid_rows, invalid_pct FROM reconcile_check('empty_accou
 CREATE VIEW open_accounts AS SELECT * FROM accounts WHERE status = 'OPEN';
 SELECT rule, status, invalid_rows, sample FROM reconcile_check('open_accounts', '{"warn": {"adult": "age >= 18"}}', '{"key_columns": ["account_id"]}');
 
+-- The parser decides, not string matching: a semicolon in a literal, a
+-- comment, dollar quoting and subqueries that only read are fine.
+SELECT rule, status, invalid_rows FROM reconcile_check('accounts', $doc${"fail": {
+  "semicolon_in_literal": "status <> ';'",
+  "comment": "balance >= 0 -- not negative\n AND true",
+  "dollar_quoted": "owner <> $$x; DELETE FROM accounts$$",
+  "subquery": "account_id IN (SELECT account_id FROM accounts WHERE divisor IS NOT NULL)",
+  "recursive_cte_in_subquery": "EXISTS (WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT 1 FROM r)"},
+  "dataset_checks": [
+  {"name": "window_and_cte", "sql": "WITH o AS (SELECT account_id, row_number() OVER (ORDER BY balance DESC) AS rnk FROM {{TABLE}}) SELECT * FROM o WHERE rnk > 4"},
+  {"name": "values", "sql": "VALUES (1)"}]}$doc$);
+
 -- ---- malformed documents: each refused, naming the offending entry ----
 SELECT * FROM reconcile_check('accounts', '"fail"');
 SELECT * FROM reconcile_check('accounts', '[{"fail": {}}]');
