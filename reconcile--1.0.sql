@@ -43,6 +43,8 @@ CREATE TABLE reconcile.receipts (
     objects       pg_catalog.jsonb NOT NULL,
     committed_by  pg_catalog.name NOT NULL,
     committed_at  pg_catalog.timestamptz NOT NULL,
+    -- Violations per warn rule of the target's data-quality rules, or NULL.
+    warnings      pg_catalog.jsonb,
     CHECK (staged_rows = inserted + updated + deleted + unchanged + stale
                          + duplicates + conflicts + rejected)
 );
@@ -328,4 +330,69 @@ CREATE POLICY readable_sides ON reconcile.diff_results FOR SELECT
 CREATE FUNCTION reconcile_diff_run(job pg_catalog.text DEFAULT NULL)
 RETURNS SETOF reconcile.diff_runs
 AS 'MODULE_PATHNAME', 'reconcile_diff_run'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+-- ---- data-quality rules ----
+
+-- Run a rules document over a relation: one row per rule.  Row rules are
+-- evaluated in one scan; dataset checks run one query each; everything
+-- runs with the caller's rights, read-only.
+CREATE FUNCTION reconcile_check(
+    relation pg_catalog.regclass,
+    rules pg_catalog.jsonb,
+    options pg_catalog.jsonb DEFAULT '{}')
+RETURNS TABLE (
+    rule         pg_catalog.text,
+    severity     pg_catalog.text,
+    status       pg_catalog.text,
+    invalid_rows pg_catalog.int8,
+    invalid_pct  pg_catalog.numeric,
+    gate_breach  pg_catalog.bool,
+    sample       pg_catalog.jsonb,
+    detail       pg_catalog.text)
+AS 'MODULE_PATHNAME', 'reconcile_check'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+-- The same, as one jsonb document with a summary and the gate's verdict.
+CREATE FUNCTION reconcile_check_report(
+    relation pg_catalog.regclass,
+    rules pg_catalog.jsonb,
+    options pg_catalog.jsonb DEFAULT '{}')
+RETURNS pg_catalog.jsonb
+AS 'MODULE_PATHNAME', 'reconcile_check_report'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+-- Profile a relation and propose a rules document, with evidence.
+CREATE FUNCTION reconcile_discover_rules(
+    relation pg_catalog.regclass,
+    options pg_catalog.jsonb DEFAULT '{}')
+RETURNS pg_catalog.jsonb
+AS 'MODULE_PATHNAME', 'reconcile_discover_rules'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+-- The rules documents attached to targets, every version kept: the
+-- current one is the highest version; rules NULL means detached.
+CREATE TABLE reconcile.target_rules (
+    target            pg_catalog.regclass NOT NULL,
+    version           pg_catalog.int4 NOT NULL,
+    rules             pg_catalog.jsonb,
+    set_by            pg_catalog.name NOT NULL,
+    set_at            pg_catalog.timestamptz NOT NULL,
+    previous_version  pg_catalog.int4,
+    PRIMARY KEY (target, version)
+);
+SELECT pg_catalog.pg_extension_config_dump('reconcile.target_rules', '');
+REVOKE ALL ON reconcile.target_rules FROM PUBLIC;
+GRANT SELECT ON reconcile.target_rules TO PUBLIC;
+ALTER TABLE reconcile.target_rules ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable_targets ON reconcile.target_rules FOR SELECT
+    USING (pg_catalog.has_table_privilege(target, 'SELECT'));
+
+-- Attach a reviewed rules document to a registered target (NULL detaches);
+-- the caller must own the target.  Returns the new version number.
+CREATE FUNCTION reconcile_set_rules(
+    target pg_catalog.regclass,
+    rules pg_catalog.jsonb)
+RETURNS pg_catalog.int4
+AS 'MODULE_PATHNAME', 'reconcile_set_rules'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;

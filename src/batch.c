@@ -23,6 +23,7 @@
 #include "utils/tuplestore.h"
 
 #include "reconcile.h"
+#include "rules.h"
 
 PG_FUNCTION_INFO_V1(reconcile_batch);
 
@@ -200,11 +201,15 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	/* A replay only reads; a new batch is refused before it writes. */
 	PreventCommandIfReadOnly("reconcile_batch()");
 	receipt_check_objects(b);
+	b->rules = batch_rules_load(b->target->relid, b->staged);	/* rules.c */
 	progress_active = false;	/* an earlier batch may have failed */
 	progress_start(b);
 	progress_phase(PHASE_READING);
+	batch_rules_context_push(b);	/* rules.c: run-time errors mention the rules */
 	stage_read(b);
+	batch_rules_context_pop(b);
 	check_row_counts(b);
+	batch_rules_gate(b);		/* rules.c: fail rules and dataset checks */
 	pause_point("staged");
 	merge_batch(b);
 	pause_point("merged");

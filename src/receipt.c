@@ -28,6 +28,7 @@
 #include "utils/timestamp.h"
 
 #include "reconcile.h"
+#include "rules.h"
 
 #define STATE_BUFFER_ROWS 10000
 
@@ -271,11 +272,12 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	char		checksum[RECONCILE_HEX_LEN + 1];
 	TimestampTz now = GetCurrentTimestamp();
 	int64		staged = 0;
-	Datum		args[18];
-	char		nulls[18];
-	Oid			types[18] = {TEXTOID, REGCLASSOID, TEXTOID, TEXTOID, JSONBOID,
+	Datum		args[19];
+	char		nulls[19];
+	Oid			types[19] = {TEXTOID, REGCLASSOID, TEXTOID, TEXTOID, JSONBOID,
 		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
-	TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID};
+	TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID, JSONBOID};
+	bool		warnings_null;	/* rules.c: warn rule counts */
 	Datum		objects;
 
 	for (int i = 0; i < b->manifest->nentries; i++)
@@ -298,15 +300,17 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	args[15] = objects;
 	args[16] = TimestampTzGetDatum(now);
 	args[17] = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
+	args[18] = batch_rules_warnings(b->rules, &warnings_null);
+	nulls[18] = warnings_null ? 'n' : ' ';
 
 	state_user_enter(&su);
 	if (SPI_execute_with_args("INSERT INTO reconcile.receipts (batch_id, target, source,"
 							  " \"cursor\", manifest, staged_rows, inserted, updated, deleted,"
 							  " unchanged, stale, duplicates, conflicts, rejected, checksum,"
-							  " objects, committed_at, committed_by)"
+							  " objects, committed_at, committed_by, warnings)"
 							  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
-							  " $13, $14, $15, $16, $17, $18)",
-							  18, types, args, nulls, false, 0) != SPI_OK_INSERT)
+							  " $13, $14, $15, $16, $17, $18, $19)",
+							  19, types, args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not write reconcile.receipts");
 
 	{

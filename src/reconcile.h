@@ -167,6 +167,9 @@ typedef struct BatchState
 
 	/* Sum modulo 2^256 of the payload hashes of the rows written. */
 	uint8		checksum[RECONCILE_SHA256_LEN];
+
+	/* rules.c: the target's attached data-quality rules, or NULL. */
+	struct BatchRules *rules;
 } BatchState;
 
 extern void stage_read(BatchState *batch);

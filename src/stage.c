@@ -45,6 +45,7 @@
 #include "utils/resowner.h"
 
 #include "reconcile.h"
+#include "rules.h"
 
 const char *const disposition_names[DISP_COUNT] = {
 	"inserted", "updated", "deleted", "unchanged", "stale", "duplicates",
@@ -462,6 +463,19 @@ stage_row(StageReader *r, TupleTableSlot *in)
 	}
 #undef REJECT
 
+	/* Data-quality rules (rules.c): a drop rule violated rejects the row. */
+	if (b->rules != NULL)
+	{
+		const char **dropped;
+		int			ndropped = batch_rules_row(b->rules, in->tts_values, in->tts_isnull,
+												   problems > 0, &dropped);
+
+		for (int i = 0; i < ndropped; i++)
+			add_reject(r, object_key, source_row_null, source_row, NULL, NULL,
+					   psprintf("violates drop rule \"%s\"", dropped[i]));
+		problems += ndropped;
+	}
+
 	if (problems > 0)
 	{
 		b->counts[obj][DISP_REJECTED]++;
@@ -677,6 +691,9 @@ stage_read(BatchState *b)
 		fmgr_info(outfunc, &r.hash_out);
 		appendStringInfoString(&sql, ", s.payload_hash");
 	}
+	/* Data-quality rules (rules.c): one boolean column per row rule. */
+	if (b->rules != NULL)
+		batch_rules_append_columns(b->rules, &sql, (r.hash_pos > 0 ? r.hash_pos : 3 + r.ncols) + 1);
 	appendStringInfo(&sql, " FROM %s AS s WHERE s.object_key::pg_catalog.text"
 					 " OPERATOR(pg_catalog.=) ANY ($1)", srelname);
 	relation_close(srel, AccessShareLock);

@@ -1,0 +1,544 @@
+/*
+ * rules.c
+ *		The rules document: parse it, check each rule's shape with
+ *		PostgreSQL's parser, and plan a rule against a relation.
+ *
+ * A rules document holds row rules (SQL boolean expressions, true when the
+ * row is valid) under "fail", "warn" and "drop", and dataset checks (one
+ * SELECT each, whose rows are the violations) under "dataset_checks".
+ * Rules are code, so before anything runs PostgreSQL's own parser must
+ * find a row rule to be exactly one expression and a dataset check to be
+ * exactly one plain SELECT.  Running a document is rules_check.c's job;
+ * attaching one to a target and applying it to batches, rules_attach.c's.
+ */
+#include "postgres.h"
+
+#include <ctype.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/parsenodes.h"
+#include "optimizer/optimizer.h"
+#include "parser/parser.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/plancache.h"
+
+#include "reconcile.h"
+#include "rules.h"
+
+const char *const rule_severity_names[] = {"fail", "warn", "drop", "dataset_check"};
+
+/* ---- the document ---- */
+
+static void
+refuse_document(const char *msg, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid rules document: %s", msg),
+			 detail ? errdetail("%s", detail) : 0,
+			 errhint("A rules document is an object with optional keys \"fail\", \"warn\" and \"drop\" (objects mapping rule names to SQL boolean expressions), \"dataset_checks\" (an array of objects with \"name\" and \"sql\") and \"evidence\".")));
+}
+
+static char *
+jbv_string(JsonbValue *v)
+{
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+static const char *
+jbv_type_name(JsonbValue *v)
+{
+	switch (v->type)
+	{
+		case jbvNull:
+			return "null";
+		case jbvString:
+			return "a string";
+		case jbvNumeric:
+			return "a number";
+		case jbvBool:
+			return "a boolean";
+		case jbvBinary:
+			return JsonContainerIsArray(v->val.binary.data) ? "an array" : "an object";
+		default:
+			return "a JSON value";
+	}
+}
+
+static bool
+jbv_is_object(JsonbValue *v)
+{
+	return v->type == jbvBinary && JsonContainerIsObject(v->val.binary.data);
+}
+
+static bool
+jbv_is_array(JsonbValue *v)
+{
+	return v->type == jbvBinary && JsonContainerIsArray(v->val.binary.data);
+}
+
+static int
+rule_cmp(const void *a, const void *b)
+{
+	const Rule *ra = a;
+	const Rule *rb = b;
+
+	if (ra->severity != rb->severity)
+		return (int) ra->severity - (int) rb->severity;
+	if (ra->severity == RULE_DATASET)
+		return 0;
+	return strcmp(ra->name, rb->name);
+}
+
+static const char *
+section_name(RuleSeverity sev)
+{
+	return sev == RULE_DATASET ? "dataset_checks" : rule_severity_names[sev];
+}
+
+static void
+add_rule(List **rules, const char *name, RuleSeverity sev, char *text,
+		 char *description)
+{
+	ListCell   *lc;
+	Rule	   *r;
+
+	if (name[0] == '\0')
+		refuse_document(psprintf("a rule under \"%s\" has an empty name", section_name(sev)),
+						NULL);
+	foreach(lc, *rules)
+	{
+		Rule	   *other = lfirst(lc);
+
+		if (strcmp(other->name, name) == 0)
+			refuse_document(psprintf("duplicate rule name \"%s\"", name),
+							psprintf("Rule names are unique across \"fail\", \"warn\", \"drop\" and \"dataset_checks\"; \"%s\" appears under \"%s\" and \"%s\".",
+									 name, section_name(other->severity), section_name(sev)));
+	}
+	r = palloc0(sizeof(Rule));
+	r->name = pstrdup(name);
+	r->severity = sev;
+	r->text = text;
+	r->description = description;
+	*rules = lappend(*rules, r);
+}
+
+static void
+parse_row_section(List **rules, RuleSeverity sev, JsonbValue *section)
+{
+	const char *key = rule_severity_names[sev];
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	char	   *name = NULL;
+
+	if (!jbv_is_object(section))
+		refuse_document(psprintf("\"%s\" must be an object mapping rule names to SQL boolean expressions, not %s",
+								 key, jbv_type_name(section)), NULL);
+	it = JsonbIteratorInit(section->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			name = jbv_string(&v);
+		else if (tok == WJB_VALUE)
+		{
+			if (v.type != jbvString)
+				refuse_document(psprintf("rule \"%s\" under \"%s\" must be a string holding a SQL boolean expression, not %s",
+										 name, key, jbv_type_name(&v)), NULL);
+			add_rule(rules, name, sev, jbv_string(&v), NULL);
+		}
+	}
+}
+
+static void
+parse_dataset_check(List **rules, int index, JsonbValue *check)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	char	   *key = NULL;
+	char	   *name = NULL;
+	char	   *sql = NULL;
+	char	   *description = NULL;
+	const char *where = psprintf("dataset_checks[%d]", index);
+
+	if (!jbv_is_object(check))
+		refuse_document(psprintf("%s must be an object with \"name\" and \"sql\", not %s",
+								 where, jbv_type_name(check)), NULL);
+	it = JsonbIteratorInit(check->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+		{
+			key = jbv_string(&v);
+			continue;
+		}
+		if (tok != WJB_VALUE)
+			continue;
+		if (strcmp(key, "name") == 0 || strcmp(key, "sql") == 0 ||
+			strcmp(key, "description") == 0)
+		{
+			if (v.type != jbvString)
+				refuse_document(psprintf("\"%s\" of %s must be a string, not %s",
+										 key, where, jbv_type_name(&v)), NULL);
+			if (key[0] == 'n')
+				name = jbv_string(&v);
+			else if (key[0] == 's')
+				sql = jbv_string(&v);
+			else
+				description = jbv_string(&v);
+		}
+		else if (strcmp(key, "columns") == 0)
+		{
+			JsonbIterator *ait;
+			JsonbValue	av;
+
+			if (!jbv_is_array(&v))
+				refuse_document(psprintf("\"columns\" of %s must be an array of column names, not %s",
+										 where, jbv_type_name(&v)), NULL);
+			ait = JsonbIteratorInit(v.val.binary.data);
+			while ((tok = JsonbIteratorNext(&ait, &av, true)) != WJB_DONE)
+				if (tok == WJB_ELEM && av.type != jbvString)
+					refuse_document(psprintf("\"columns\" of %s must hold column names as strings, not %s",
+											 where, jbv_type_name(&av)), NULL);
+		}
+		else if (strcmp(key, "evidence") != 0)
+			refuse_document(psprintf("unknown key \"%s\" in %s", key, where),
+							"A dataset check has the keys \"name\", \"sql\", \"description\", \"columns\" and \"evidence\".");
+	}
+	if (name == NULL)
+		refuse_document(psprintf("%s has no \"name\"", where), NULL);
+	if (sql == NULL)
+		refuse_document(psprintf("dataset check \"%s\" has no \"sql\"", name), NULL);
+	add_rule(rules, name, RULE_DATASET, sql, description);
+}
+
+/* ---- safety: PostgreSQL's parser decides what a rule is ---- */
+
+typedef struct SafetyContext
+{
+	const char *why;
+} SafetyContext;
+
+/* Anything but a plain read is refused, at any depth. */
+static bool
+unsafe_node_walker(Node *node, SafetyContext *cxt)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, SelectStmt))
+	{
+		SelectStmt *s = (SelectStmt *) node;
+
+		if (s->intoClause != NULL)
+		{
+			cxt->why = "SELECT INTO creates a table";
+			return true;
+		}
+		if (s->lockingClause != NIL)
+		{
+			cxt->why = "a locking clause (FOR UPDATE, FOR SHARE) takes row locks";
+			return true;
+		}
+	}
+	else if (IsA(node, CommonTableExpr))
+	{
+		Node	   *q = ((CommonTableExpr *) node)->ctequery;
+
+		if (q != NULL && !IsA(q, SelectStmt))
+		{
+			cxt->why = "a WITH query that is not a SELECT writes data";
+			return true;
+		}
+	}
+	else if (IsA(node, InsertStmt) || IsA(node, UpdateStmt) ||
+			 IsA(node, DeleteStmt) || IsA(node, MergeStmt))
+	{
+		cxt->why = "it writes data";
+		return true;
+	}
+	return raw_expression_tree_walker(node, unsafe_node_walker, (void *) cxt);
+}
+
+static List *
+parse_rule_text(Rule *r, const char *sql)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *volatile parsed = NIL;
+
+	PG_TRY();
+	{
+		parsed = raw_parser(sql, RAW_PARSE_DEFAULT);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("%s \"%s\" does not parse",
+						r->severity == RULE_DATASET ? "dataset check" : "rule", r->name),
+				 errdetail("%s", edata->message),
+				 errhint(r->severity == RULE_DATASET ?
+						 "A dataset check is exactly one SELECT statement." :
+						 "A row rule is exactly one SQL boolean expression over the relation's columns.")));
+	}
+	PG_END_TRY();
+	return parsed;
+}
+
+static void
+refuse_rule(Rule *r, const char *why)
+{
+	bool		dataset = r->severity == RULE_DATASET;
+
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("%s \"%s\" is refused: %s",
+					dataset ? "dataset check" : "rule", r->name, why),
+			 errdetail(dataset ?
+					   "A dataset check must be exactly one SELECT statement that only reads." :
+					   "A row rule must be exactly one SQL expression that only reads."),
+			 errhint("Rules run with the caller's rights, read-only; rewrite the rule as a plain expression or query.")));
+}
+
+/*
+ * A row rule is embedded as "(<text>\n)" in queries.  It is safe to do so
+ * when "SELECT (<text>\n)" parses as one SELECT of one unnamed target and
+ * nothing else: the text then cannot close the parenthesis early, open a
+ * FROM or WHERE, start a second statement or comment out what follows.
+ */
+static void
+check_row_rule(Rule *r)
+{
+	List	   *parsed = parse_rule_text(r, psprintf("SELECT (%s\n)", r->text));
+	SelectStmt *s;
+	ResTarget  *target;
+	SafetyContext cxt = {NULL};
+
+	if (list_length(parsed) != 1)
+		refuse_rule(r, "it holds more than one statement");
+	s = (SelectStmt *) ((RawStmt *) linitial(parsed))->stmt;
+	if (!IsA(s, SelectStmt) || s->op != SETOP_NONE ||
+		list_length(s->targetList) != 1 || s->distinctClause != NIL ||
+		s->intoClause != NULL || s->fromClause != NIL || s->whereClause != NULL ||
+		s->groupClause != NIL || s->havingClause != NULL || s->windowClause != NIL ||
+		s->valuesLists != NIL || s->sortClause != NIL || s->limitOffset != NULL ||
+		s->limitCount != NULL || s->lockingClause != NIL || s->withClause != NULL)
+		refuse_rule(r, "it is not exactly one expression");
+	target = linitial_node(ResTarget, s->targetList);
+	if (target->name != NULL || target->indirection != NIL)
+		refuse_rule(r, "it is not exactly one expression");
+	if (unsafe_node_walker(target->val, &cxt))
+		refuse_rule(r, cxt.why);
+}
+
+/* Replace {{TABLE}} and {{DATAFRAME}} by the given text. */
+char *
+rules_substitute_table(const char *sql, const char *table)
+{
+	StringInfoData buf;
+	const char *p = sql;
+
+	initStringInfo(&buf);
+	while (*p)
+	{
+		if (strncmp(p, "{{TABLE}}", 9) == 0)
+		{
+			appendStringInfoString(&buf, table);
+			p += 9;
+		}
+		else if (strncmp(p, "{{DATAFRAME}}", 13) == 0)
+		{
+			appendStringInfoString(&buf, table);
+			p += 13;
+		}
+		else
+			appendStringInfoChar(&buf, *p++);
+	}
+	return buf.data;
+}
+
+/* A dataset check is one SELECT; a final semicolon is tolerated. */
+static void
+check_dataset_check(Rule *r)
+{
+	char	   *sql = pstrdup(r->text);
+	int			len = strlen(sql);
+	List	   *parsed;
+	Node	   *stmt;
+	SafetyContext cxt = {NULL};
+
+	while (len > 0 && (isspace((unsigned char) sql[len - 1]) || sql[len - 1] == ';'))
+		sql[--len] = '\0';
+	r->text = sql;
+	parsed = parse_rule_text(r, rules_substitute_table(sql, "reconcile_table"));
+	if (list_length(parsed) != 1)
+		refuse_rule(r, list_length(parsed) == 0 ? "it is empty" : "it holds more than one statement");
+	stmt = ((RawStmt *) linitial(parsed))->stmt;
+	if (!IsA(stmt, SelectStmt))
+		refuse_rule(r, psprintf("it is %s, not a SELECT",
+								IsA(stmt, InsertStmt) ? "an INSERT" :
+								IsA(stmt, UpdateStmt) ? "an UPDATE" :
+								IsA(stmt, DeleteStmt) ? "a DELETE" :
+								IsA(stmt, MergeStmt) ? "a MERGE" : "a utility statement"));
+	if (unsafe_node_walker(stmt, &cxt))
+		refuse_rule(r, cxt.why);
+}
+
+/*
+ * Parse a rules document and check every rule's shape.  Errors name the
+ * offending entry.  Row rules come sorted by severity and name, dataset
+ * checks in document order.
+ */
+RuleSet *
+rules_parse(Jsonb *doc)
+{
+	List	   *rules = NIL;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	char	   *key = NULL;
+	RuleSet    *rs = palloc0(sizeof(RuleSet));
+	ListCell   *lc;
+	int			i = 0;
+
+	if (JB_ROOT_IS_SCALAR(doc) || !JB_ROOT_IS_OBJECT(doc))
+		refuse_document(JB_ROOT_IS_SCALAR(doc) ? "it is a scalar, not an object" :
+						"it is an array, not an object", NULL);
+	it = JsonbIteratorInit(&doc->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+		{
+			key = jbv_string(&v);
+			continue;
+		}
+		if (tok != WJB_VALUE)
+			continue;
+		if (strcmp(key, "fail") == 0)
+			parse_row_section(&rules, RULE_FAIL, &v);
+		else if (strcmp(key, "warn") == 0)
+			parse_row_section(&rules, RULE_WARN, &v);
+		else if (strcmp(key, "drop") == 0)
+			parse_row_section(&rules, RULE_DROP, &v);
+		else if (strcmp(key, "dataset_checks") == 0)
+		{
+			JsonbIterator *ait;
+			JsonbValue	av;
+			int			n = 0;
+
+			if (!jbv_is_array(&v))
+				refuse_document(psprintf("\"dataset_checks\" must be an array, not %s",
+										 jbv_type_name(&v)), NULL);
+			ait = JsonbIteratorInit(v.val.binary.data);
+			while ((tok = JsonbIteratorNext(&ait, &av, true)) != WJB_DONE)
+				if (tok == WJB_ELEM)
+					parse_dataset_check(&rules, n++, &av);
+		}
+		else if (strcmp(key, "evidence") == 0)
+		{
+			if (!jbv_is_object(&v))
+				refuse_document(psprintf("\"evidence\" must be an object, not %s",
+										 jbv_type_name(&v)), NULL);
+		}
+		else
+			refuse_document(psprintf("unknown top-level key \"%s\"", key),
+							"The top-level keys are \"fail\", \"warn\", \"drop\", \"dataset_checks\" and \"evidence\".");
+	}
+
+	/* Row rules first, sorted by severity and name; checks in document order. */
+	rs->nrules = list_length(rules);
+	rs->rules = palloc0(sizeof(Rule) * Max(rs->nrules, 1));
+	foreach(lc, rules)
+		if (((Rule *) lfirst(lc))->severity != RULE_DATASET)
+			rs->rules[i++] = *(Rule *) lfirst(lc);
+	qsort(rs->rules, i, sizeof(Rule), rule_cmp);
+	foreach(lc, rules)
+		if (((Rule *) lfirst(lc))->severity == RULE_DATASET)
+			rs->rules[i++] = *(Rule *) lfirst(lc);
+
+	for (i = 0; i < rs->nrules; i++)
+	{
+		if (rs->rules[i].severity == RULE_DATASET)
+			check_dataset_check(&rs->rules[i]);
+		else
+			check_row_rule(&rs->rules[i]);
+	}
+	return rs;
+}
+
+char *
+rules_quote_relation(Oid relid)
+{
+	char	   *nsp = get_namespace_name(get_rel_namespace(relid));
+	char	   *rel = get_rel_name(relid);
+
+	if (nsp == NULL || rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	return quote_qualified_identifier(nsp, rel);
+}
+
+/* ---- planning a row rule against a relation ---- */
+
+/*
+ * The rule must plan as a boolean expression without aggregates, window
+ * functions or set-returning functions (each of which would change the
+ * shape of the one scan).  LIMIT 0 runs the executor's permission checks.
+ */
+void
+rules_refuse_volatile(Rule *r, Node *query)
+{
+	if (contain_volatile_functions(query))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s \"%s\" calls a volatile function",
+						r->severity == RULE_DATASET ? "dataset check" : "rule", r->name),
+				 errdetail("Rules attached to a target run inside each batch, which cannot roll back what a volatile function does; only immutable and stable functions may be called."),
+				 errhint("Run such rules with reconcile_check, or declare the function STABLE if it only reads.")));
+}
+
+void
+rules_plan_row_rule(Rule *r, const char *relsql, const char *alias, bool attached)
+{
+	char	   *sql = psprintf("SELECT (%s\n) FROM %s AS %s LIMIT 0", r->text, relsql, alias);
+	SPIPlanPtr	plan = SPI_prepare(sql, 0, NULL);
+	CachedPlanSource *ps;
+	Query	   *q;
+	Oid			type;
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for rule \"%s\": %s", r->name,
+			 SPI_result_code_string(SPI_result));
+	ps = linitial(SPI_plan_get_plan_sources(plan));
+	q = linitial_node(Query, ps->query_list);
+	if (q->hasAggs || q->hasWindowFuncs || q->hasTargetSRFs)
+		ereport(ERROR,
+				(errcode(ERRCODE_GROUPING_ERROR),
+				 errmsg("rule \"%s\" uses %s", r->name,
+						q->hasAggs ? "an aggregate function" :
+						q->hasWindowFuncs ? "a window function" : "a set-returning function"),
+				 errdetail("A row rule is evaluated on each row on its own."),
+				 errhint("Write a check over several rows as a dataset check.")));
+	if (attached)
+		rules_refuse_volatile(r, (Node *) q);
+	type = TupleDescAttr(ps->resultDesc, 0)->atttypid;
+	if (type != BOOLOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("rule \"%s\" is of type %s, not boolean", r->name, format_type_be(type)),
+				 errhint("A row rule is true when the row is valid.")));
+	if (SPI_execute_plan(plan, NULL, NULL, true, 0) < 0)
+		elog(ERROR, "could not run rule \"%s\"", r->name);
+	SPI_freeplan(plan);
+}
+

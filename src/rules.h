@@ -1,0 +1,69 @@
+/*
+ * rules.h
+ *		Data-quality rules: the rules document, its safety checks, and the
+ *		hooks the loader calls to apply a target's attached rules.
+ *
+ * rules.c parses and checks documents; rules_check.c runs them
+ * (reconcile_check, reconcile_check_report); rules_attach.c attaches them to
+ * targets (reconcile_set_rules) and applies them to batches; profile.c
+ * proposes a document from the data (reconcile_discover_rules).
+ */
+#ifndef RECONCILE_RULES_H
+#define RECONCILE_RULES_H
+
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/jsonb.h"
+
+#include "reconcile.h"
+
+typedef enum RuleSeverity
+{
+	RULE_FAIL,
+	RULE_WARN,
+	RULE_DROP,
+	RULE_DATASET
+} RuleSeverity;
+
+extern const char *const rule_severity_names[];
+
+typedef struct Rule
+{
+	char	   *name;
+	RuleSeverity severity;
+	char	   *text;			/* boolean expression, or the check's SELECT */
+	char	   *description;	/* dataset checks only; may be NULL */
+} Rule;
+
+typedef struct RuleSet
+{
+	int			nrules;
+	Rule	   *rules;			/* fail, warn, drop (each by name), then checks */
+} RuleSet;
+
+/* A scan, and an attached document, holds at most this many row rules. */
+#define RULES_MAX_PER_SCAN 1000
+
+/* ---- rules.c ---- */
+
+extern RuleSet *rules_parse(Jsonb *doc);
+extern char *rules_quote_relation(Oid relid);
+extern char *rules_substitute_table(const char *sql, const char *table);
+extern void rules_plan_row_rule(Rule *r, const char *relsql, const char *alias,
+								bool attached);
+extern void rules_refuse_volatile(Rule *r, Node *query);
+
+/* ---- rules_attach.c: loader hooks (called from stage.c, batch.c, receipt.c) ---- */
+
+typedef struct BatchRules BatchRules;
+
+extern BatchRules *batch_rules_load(Oid target, Oid staged);
+extern void batch_rules_context_push(BatchState *b);
+extern void batch_rules_context_pop(BatchState *b);
+extern void batch_rules_append_columns(BatchRules *br, StringInfo sql, int firstpos);
+extern int	batch_rules_row(BatchRules *br, const Datum *values, const bool *isnull,
+							bool rejected, const char ***dropped);
+extern void batch_rules_gate(BatchState *b);
+extern Datum batch_rules_warnings(BatchRules *br, bool *isnull);
+
+#endif							/* RECONCILE_RULES_H */

@@ -1,0 +1,437 @@
+/*
+ * rules_attach.c
+ *		reconcile_set_rules(): attach a reviewed rules document to a target,
+ *		keeping every version; and the hooks through which reconcile_batch
+ *		applies the target's rules to its staged rows.
+ *
+ * In a batch the row rules are extra boolean columns of the loader's one
+ * read of the staged rows (stage.c): a drop rule violated rejects the row,
+ * warn and fail violations are counted.  Before the merge (batch.c) a fail
+ * violation, or a dataset check with rows over the batch's staged rows,
+ * refuses the batch.  Attached rules run inside the batch, where nothing
+ * rolls back what they do, so they may not call volatile functions.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/params.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/plancache.h"
+
+#include "reconcile.h"
+#include "rules.h"
+
+PG_FUNCTION_INFO_V1(reconcile_set_rules);
+
+typedef struct RuleContext
+{
+	Rule	   *rule;
+	const char *target;			/* attached to this target, or NULL */
+} RuleContext;
+
+static void
+rule_error_context(void *arg)
+{
+	RuleContext *rc = arg;
+	Rule	   *r = rc->rule;
+
+	if (rc->target)
+		errcontext("%s \"%s\" of the rules attached to table \"%s\"",
+				   r->severity == RULE_DATASET ? "dataset check" : "rule", r->name, rc->target);
+	else
+		errcontext("%s \"%s\"", r->severity == RULE_DATASET ? "dataset check" : "rule", r->name);
+}
+
+/* Plan every rule against a relation; errors name the rule. */
+static void
+plan_rules_strict(RuleSet *rs, const char *relsql, const char *alias,
+				  const char *prefix, const char *table, int nparams, Oid *types,
+				  const char *target)
+{
+	for (int i = 0; i < rs->nrules; i++)
+	{
+		Rule	   *r = &rs->rules[i];
+		ErrorContextCallback cb;
+		RuleContext rc = {r, target};
+
+		cb.callback = rule_error_context;
+		cb.arg = &rc;
+		cb.previous = error_context_stack;
+		error_context_stack = &cb;
+		if (r->severity != RULE_DATASET)
+			rules_plan_row_rule(r, relsql, alias, true);
+		else
+		{
+			SPIPlanPtr	plan = SPI_prepare(psprintf("%sSELECT v FROM (%s\n) AS v", prefix,
+													rules_substitute_table(r->text, table)),
+										   nparams, types);
+			CachedPlanSource *ps;
+
+			if (plan == NULL)
+				elog(ERROR, "SPI_prepare failed for dataset check \"%s\"", r->name);
+			ps = linitial(SPI_plan_get_plan_sources(plan));
+			rules_refuse_volatile(r, (Node *) linitial(ps->query_list));
+			SPI_freeplan(plan);
+		}
+		error_context_stack = cb.previous;
+	}
+}
+
+static bool
+target_registered(Oid relid)
+{
+	StateUser	su;
+	Oid			type = REGCLASSOID;
+	Datum		arg = ObjectIdGetDatum(relid);
+	bool		found;
+
+	state_user_enter(&su);
+	if (SPI_execute_with_args("SELECT 1 FROM reconcile.targets WHERE target OPERATOR(pg_catalog.=) $1",
+							  1, &type, &arg, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read reconcile.targets");
+	found = SPI_processed > 0;
+	state_user_leave(&su);
+	return found;
+}
+
+Datum
+reconcile_set_rules(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	StateUser	su;
+	Oid			types[3] = {REGCLASSOID, JSONBOID, TEXTOID};
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	bool		isnull;
+	int32		version;
+	bool		save_read_only = XactReadOnly;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("argument target of reconcile_set_rules must not be null")));
+	relid = PG_GETARG_OID(0);
+	SPI_connect();
+	if (!target_registered(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("table \"%s\" is not a registered reconcile target",
+						relation_display_name(relid)),
+				 errhint("Register it with reconcile_register first.")));
+	if (!pg_class_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, relation_display_name(relid));
+	/* Rules change between batches, not during one. */
+	LockRelationOid(relid, ShareRowExclusiveLock);
+
+	if (!PG_ARGISNULL(1))
+	{
+		RuleSet    *rs = rules_parse(PG_GETARG_JSONB_P(1));
+		char	   *relsql = rules_quote_relation(relid);
+		int			nrow = 0;
+
+		/* Each row rule is one more column of the loader's staged read. */
+		for (int i = 0; i < rs->nrules; i++)
+			nrow += rs->rules[i].severity != RULE_DATASET;
+		if (nrow > RULES_MAX_PER_SCAN)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("a rules document attached to a target holds at most %d row rules, not %d",
+							RULES_MAX_PER_SCAN, nrow),
+					 errhint("Combine rules, or run the larger document with reconcile_check.")));
+
+		XactReadOnly = true;
+		PG_TRY();
+		{
+			plan_rules_strict(rs, relsql, quote_identifier(get_rel_name(relid)), "",
+							  relsql, 0, NULL, NULL);
+		}
+		PG_FINALLY();
+		{
+			XactReadOnly = save_read_only;
+		}
+		PG_END_TRY();
+		args[1] = PointerGetDatum(PG_GETARG_JSONB_P(1));
+	}
+	else
+	{
+		args[1] = (Datum) 0;
+		nulls[1] = 'n';
+	}
+	args[0] = ObjectIdGetDatum(relid);
+	args[2] = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
+
+	state_user_enter(&su);
+	if (SPI_execute_with_args("INSERT INTO reconcile.target_rules"
+							  " (target, version, rules, set_by, set_at, previous_version)"
+							  " SELECT $1, COALESCE(pg_catalog.max(version), 0) OPERATOR(pg_catalog.+) 1,"
+							  " $2, $3, pg_catalog.now(), pg_catalog.max(version)"
+							  " FROM reconcile.target_rules WHERE target OPERATOR(pg_catalog.=) $1"
+							  " RETURNING version",
+							  3, types, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "could not write reconcile.target_rules");
+	version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	state_user_leave(&su);
+	SPI_finish();
+	PG_RETURN_INT32(version);
+}
+
+/* ---- applying a target's rules to a batch ---- */
+
+struct BatchRules
+{
+	ErrorContextCallback context;	/* while the staged rows are read */
+	const char *target_name;
+	Oid			target;
+	Oid			staged;
+	RuleSet    *rules;
+	int			nrow;			/* row rules: rules[0 .. nrow-1] */
+	int			firstpos;		/* their first column in the staged query */
+	int64	   *violations;		/* per row rule: fail and warn counts */
+	const char **dropped;
+};
+
+/* A WITH clause naming the batch's staged rows for dataset checks ($1: object keys). */
+static char *
+batch_rows_prefix(Oid staged)
+{
+	return psprintf("WITH reconcile_batch_rows AS (SELECT s.* FROM %s AS s"
+					" WHERE s.object_key::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1)) ",
+					rules_quote_relation(staged));
+}
+
+/* The target's current rules, checked against the staged relation. */
+BatchRules *
+batch_rules_load(Oid target, Oid staged)
+{
+	StateUser	su;
+	Oid			type = REGCLASSOID;
+	Datum		arg = ObjectIdGetDatum(target);
+	bool		isnull = true;
+	Datum		d = (Datum) 0;
+	BatchRules *br;
+	RuleSet    *rs;
+	char	   *relsql;
+	bool		save_read_only = XactReadOnly;
+	Oid			argtype = TEXTARRAYOID;
+
+	state_user_enter(&su);
+	if (SPI_execute_with_args("SELECT rules FROM reconcile.target_rules"
+							  " WHERE target OPERATOR(pg_catalog.=) $1"
+							  " ORDER BY version DESC LIMIT 1",
+							  1, &type, &arg, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read reconcile.target_rules");
+	if (SPI_processed > 0)
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	state_user_leave(&su);
+	if (isnull)
+		return NULL;
+
+	rs = rules_parse(DatumGetJsonbP(d));
+	br = palloc0(sizeof(BatchRules));
+	br->target = target;
+	br->target_name = relation_display_name(target);
+	br->staged = staged;
+	br->rules = rs;
+	while (br->nrow < rs->nrules && rs->rules[br->nrow].severity != RULE_DATASET)
+		br->nrow++;
+	br->violations = palloc0(sizeof(int64) * Max(rs->nrules, 1));
+	br->dropped = palloc0(sizeof(char *) * Max(rs->nrules, 1));
+
+	relsql = rules_quote_relation(staged);
+	XactReadOnly = true;
+	PG_TRY();
+	{
+		plan_rules_strict(rs, relsql, "s", batch_rows_prefix(staged),
+						  "reconcile_batch_rows", 1, &argtype, relation_display_name(target));
+	}
+	PG_FINALLY();
+	{
+		XactReadOnly = save_read_only;
+	}
+	PG_END_TRY();
+	return br;
+}
+
+/*
+ * A run-time error in a row rule (division by zero on some staged row)
+ * surfaces while the loader reads the staged rows, where nothing tells
+ * which expression raised it; say that rules were being evaluated.
+ */
+static void
+batch_rules_error_context(void *arg)
+{
+	BatchRules *br = arg;
+
+	if (br->nrow > 0)
+		errcontext("reading the staged rows with the row rules attached to table \"%s\" (reconcile_check over the staged relation names a rule that fails)",
+				   br->target_name);
+}
+
+void
+batch_rules_context_push(BatchState *b)
+{
+	BatchRules *br = b->rules;
+
+	if (br == NULL)
+		return;
+	br->context.callback = batch_rules_error_context;
+	br->context.arg = br;
+	br->context.previous = error_context_stack;
+	error_context_stack = &br->context;
+}
+
+void
+batch_rules_context_pop(BatchState *b)
+{
+	if (b->rules != NULL)
+		error_context_stack = b->rules->context.previous;
+}
+
+/* Append "(rule) IS NOT TRUE" for each row rule to the staged query. */
+void
+batch_rules_append_columns(BatchRules *br, StringInfo sql, int firstpos)
+{
+	br->firstpos = firstpos;
+	for (int i = 0; i < br->nrow; i++)
+		appendStringInfo(sql, ", (%s\n) IS NOT TRUE", br->rules->rules[i].text);
+}
+
+/*
+ * Look at one staged row's rule columns.  Returns how many drop rules it
+ * violates (their names in *dropped); fail and warn violations are counted
+ * for rows that are loaded, that is neither rejected nor dropped.
+ */
+int
+batch_rules_row(BatchRules *br, const Datum *values, const bool *isnull,
+				bool rejected, const char ***dropped)
+{
+	int			ndropped = 0;
+	const Datum *v = values + br->firstpos - 1;
+	const bool *n = isnull + br->firstpos - 1;
+
+	/* "(rule) IS NOT TRUE" is never null: true means violated. */
+	for (int i = 0; i < br->nrow; i++)
+		if (br->rules->rules[i].severity == RULE_DROP && !n[i] && DatumGetBool(v[i]))
+			br->dropped[ndropped++] = br->rules->rules[i].name;
+	*dropped = br->dropped;
+	if (rejected || ndropped > 0)
+		return ndropped;
+	for (int i = 0; i < br->nrow; i++)
+		if (br->rules->rules[i].severity != RULE_DROP && !n[i] && DatumGetBool(v[i]))
+			br->violations[i]++;
+	return 0;
+}
+
+/*
+ * Before the merge: a fail rule violated by a loaded row, or a dataset
+ * check with rows over the batch's staged rows, refuses the whole batch.
+ */
+void
+batch_rules_gate(BatchState *b)
+{
+	BatchRules *br = b->rules;
+	StringInfoData breaches;
+	int			nbreaches = 0;
+	ArrayBuildState *keys;
+	Oid			argtype = TEXTARRAYOID;
+	Datum		arg;
+	char	   *prefix;
+	bool		save_read_only = XactReadOnly;
+
+	if (br == NULL)
+		return;
+	initStringInfo(&breaches);
+	for (int i = 0; i < br->nrow; i++)
+	{
+		Rule	   *r = &br->rules->rules[i];
+
+		if (r->severity == RULE_FAIL && br->violations[i] > 0)
+			appendStringInfo(&breaches, "%sfail rule \"%s\": " INT64_FORMAT " %s",
+							 nbreaches++ > 0 ? "; " : "", r->name, br->violations[i],
+							 br->violations[i] == 1 ? "row" : "rows");
+	}
+
+	keys = initArrayResult(TEXTOID, CurrentMemoryContext, false);
+	for (int i = 0; i < b->manifest->nentries; i++)
+		keys = accumArrayResult(keys, CStringGetTextDatum(b->manifest->entries[i].object_key),
+								false, TEXTOID, CurrentMemoryContext);
+	arg = makeArrayResult(keys, CurrentMemoryContext);
+	prefix = batch_rows_prefix(br->staged);
+
+	XactReadOnly = true;
+	PG_TRY();
+	{
+		for (int i = br->nrow; i < br->rules->nrules; i++)
+		{
+			Rule	   *r = &br->rules->rules[i];
+			ErrorContextCallback cb;
+			RuleContext rc = {r, b->target->relname};
+			bool		isnull;
+			int64		n;
+
+			cb.callback = rule_error_context;
+			cb.arg = &rc;
+			cb.previous = error_context_stack;
+			error_context_stack = &cb;
+			if (SPI_execute_with_args(psprintf("%sSELECT pg_catalog.count(*) FROM (%s\n) AS v", prefix,
+											   rules_substitute_table(r->text, "reconcile_batch_rows")),
+									  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)
+				elog(ERROR, "could not run dataset check \"%s\"", r->name);
+			n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+			error_context_stack = cb.previous;
+			if (n > 0)
+				appendStringInfo(&breaches, "%sdataset check \"%s\": " INT64_FORMAT " %s",
+								 nbreaches++ > 0 ? "; " : "", r->name, n, n == 1 ? "row" : "rows");
+		}
+	}
+	PG_FINALLY();
+	{
+		XactReadOnly = save_read_only;
+	}
+	PG_END_TRY();
+
+	if (nbreaches > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("batch %s breaches the data-quality rules of table \"%s\"",
+						b->batch_id, b->target->relname),
+				 errdetail("Breached: %s.", breaches.data),
+				 errhint("Correct the staged rows, or review the rules with reconcile_set_rules, and call reconcile_batch again; nothing was applied.")));
+}
+
+/* The receipt's warnings: violations per warn rule, as a jsonb object. */
+Datum
+batch_rules_warnings(BatchRules *br, bool *isnull)
+{
+	StringInfoData buf;
+	int			n = 0;
+
+	*isnull = (br == NULL);
+	if (br == NULL)
+		return (Datum) 0;
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < br->nrow; i++)
+	{
+		Rule	   *r = &br->rules->rules[i];
+
+		if (r->severity != RULE_WARN)
+			continue;
+		if (n++ > 0)
+			appendStringInfoChar(&buf, ',');
+		escape_json(&buf, r->name);
+		appendStringInfo(&buf, ":" INT64_FORMAT, br->violations[i]);
+	}
+	appendStringInfoChar(&buf, '}');
+	return DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
+}
+

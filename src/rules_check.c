@@ -1,0 +1,818 @@
+/*
+ * rules_check.c
+ *		reconcile_check() and reconcile_check_report(): run a rules document
+ *		over a relation, with the caller's rights, read-only.
+ *
+ * All row rules of a document are evaluated in one scan of the relation:
+ *		SELECT <sample columns>, (r1) IS NOT TRUE, (r2) IS NOT TRUE, ...
+ * whose rows are consumed by a DestReceiver that counts violations and
+ * keeps a few samples, without materialising the result.  A rule that
+ * cannot be planned is left out of the scan and reported as ERROR; when
+ * the scan itself fails at run time (division by zero on some row) the
+ * rules are split in halves and rescanned until the failing rules are
+ * isolated.  Every attempt runs in a subtransaction that is rolled back,
+ * so nothing a rule does outlives the check but its counts.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "tcop/dest.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/plancache.h"
+#include "utils/resowner.h"
+#include "utils/tuplestore.h"
+
+#include "reconcile.h"
+#include "rules.h"
+
+PG_FUNCTION_INFO_V1(reconcile_check);
+PG_FUNCTION_INFO_V1(reconcile_check_report);
+
+#define DEFAULT_SAMPLE 10
+
+static char *
+jbv_string(JsonbValue *v)
+{
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+static bool
+jbv_is_array(JsonbValue *v)
+{
+	return v->type == jbvBinary && JsonContainerIsArray(v->val.binary.data);
+}
+
+/* ---- running a document over a relation ---- */
+
+typedef enum RuleStatus
+{
+	RS_PENDING,
+	RS_PASS,
+	RS_FAIL,
+	RS_ERROR
+} RuleStatus;
+
+typedef struct RuleResult
+{
+	Rule	   *rule;
+	RuleStatus	status;
+	int64		invalid;
+	int			nsamples;
+	StringInfoData samples;		/* JSON array elements, comma separated */
+	char	   *error;
+} RuleResult;
+
+typedef struct CheckRun
+{
+	Oid			relid;
+	char	   *relsql;			/* quoted schema.relation */
+	char	   *alias;			/* quoted relation name, the scan's alias */
+	RuleSet    *rules;
+	RuleResult *results;
+	int			sample;
+	int			nkeys;
+	char	  **keys;
+	int64		total_rows;
+	bool		counted;
+	MemoryContext cxt;			/* outlives SPI and subtransactions */
+} CheckRun;
+
+/* One value of a sample row as JSON: numbers and booleans as such. */
+static void
+append_json_value(StringInfo buf, Datum value, bool isnull, Oid type)
+{
+	Oid			out;
+	bool		varlena;
+	char	   *text;
+
+	if (isnull)
+	{
+		appendStringInfoString(buf, "null");
+		return;
+	}
+	getTypeOutputInfo(type, &out, &varlena);
+	text = OidOutputFunctionCall(out, value);
+	if (type == INT2OID || type == INT4OID || type == INT8OID ||
+		((type == NUMERICOID || type == FLOAT4OID || type == FLOAT8OID) &&
+		 strspn(text, "-0123456789.e+") == strlen(text)))
+		appendStringInfoString(buf, text);
+	else if (type == BOOLOID)
+		appendStringInfoString(buf, text[0] == 't' ? "true" : "false");
+	else
+		escape_json(buf, text);
+}
+
+typedef struct ScanReceiver
+{
+	DestReceiver pub;
+	CheckRun   *run;
+	int			nactive;
+	int		   *active;			/* indexes into run->results */
+	int			idcols;			/* sample columns before the rule columns */
+	int64		rows;
+}			ScanReceiver;
+
+static bool
+scan_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	ScanReceiver *sr = (ScanReceiver *) self;
+	CheckRun   *run = sr->run;
+	int			idcols = sr->idcols;
+
+	CHECK_FOR_INTERRUPTS();
+	slot_getallattrs(slot);
+	sr->rows++;
+	for (int j = 0; j < sr->nactive; j++)
+	{
+		RuleResult *res = &run->results[sr->active[j]];
+		int			col = idcols + j;
+
+		if (slot->tts_isnull[col] || !DatumGetBool(slot->tts_values[col]))
+			continue;
+		res->invalid++;
+		if (res->nsamples < run->sample)
+		{
+			MemoryContext old = MemoryContextSwitchTo(run->cxt);
+			TupleDesc	desc = slot->tts_tupleDescriptor;
+
+			if (res->nsamples++ > 0)
+				appendStringInfoChar(&res->samples, ',');
+			if (run->nkeys == 0)
+			{
+				if (slot->tts_isnull[0])
+					appendStringInfoString(&res->samples, "null");
+				else
+					appendStringInfoString(&res->samples,
+										   TextDatumGetCString(DirectFunctionCall1(row_to_json,
+																				   slot->tts_values[0])));
+			}
+			else
+			{
+				appendStringInfoChar(&res->samples, '{');
+				for (int k = 0; k < run->nkeys; k++)
+				{
+					if (k > 0)
+						appendStringInfoChar(&res->samples, ',');
+					escape_json(&res->samples, run->keys[k]);
+					appendStringInfoChar(&res->samples, ':');
+					append_json_value(&res->samples, slot->tts_values[k], slot->tts_isnull[k],
+									  TupleDescAttr(desc, k)->atttypid);
+				}
+				appendStringInfoChar(&res->samples, '}');
+			}
+			MemoryContextSwitchTo(old);
+		}
+	}
+	return true;
+}
+
+static void
+scan_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+}
+
+static void
+scan_shutdown(DestReceiver *self)
+{
+}
+
+static void
+scan_destroy(DestReceiver *self)
+{
+}
+
+/*
+ * Run fn(arg) in a subtransaction that is always rolled back, so that
+ * whatever a rule did besides computing (set_config, a temporary table)
+ * is undone; results are kept in memory outside the subtransaction.  On
+ * error return it.
+ */
+static ErrorData *
+run_in_subtransaction(void (*fn) (void *), void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile error = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		fn(arg);
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+			edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
+			edata->sqlerrcode == ERRCODE_OUT_OF_MEMORY)
+			PG_RE_THROW();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		error = edata;
+	}
+	PG_END_TRY();
+	return error;
+}
+
+typedef struct ScanArgs
+{
+	CheckRun   *run;
+	int		   *idx;
+	int			n;
+} ScanArgs;
+
+static void
+scan_rules(void *arg)
+{
+	ScanArgs   *a = arg;
+	CheckRun   *run = a->run;
+	StringInfoData sql;
+	ScanReceiver sr;
+	SPIExecuteOptions opts;
+	bool		samples = run->sample > 0 && a->n > 0;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	/* COALESCE(r.*) is the whole row even when a column is named like the relation. */
+	if (samples && run->nkeys == 0)
+		appendStringInfo(&sql, "COALESCE(%s.*)", run->alias);
+	for (int k = 0; samples && k < run->nkeys; k++)
+		appendStringInfo(&sql, "%s%s.%s", k > 0 ? ", " : "", run->alias,
+						 quote_identifier(run->keys[k]));
+	for (int j = 0; j < a->n; j++)
+		appendStringInfo(&sql, "%s(%s\n) IS NOT TRUE",
+						 (j > 0 || samples) ? ", " : "",
+						 run->results[a->idx[j]].rule->text);
+	appendStringInfo(&sql, " FROM %s AS %s", run->relsql, run->alias);
+
+	memset(&sr, 0, sizeof(sr));
+	sr.pub.receiveSlot = scan_receive;
+	sr.pub.rStartup = scan_startup;
+	sr.pub.rShutdown = scan_shutdown;
+	sr.pub.rDestroy = scan_destroy;
+	sr.pub.mydest = DestTuplestore;
+	sr.run = run;
+	sr.nactive = a->n;
+	sr.active = a->idx;
+	sr.idcols = samples ? Max(run->nkeys, 1) : 0;
+	for (int j = 0; j < a->n; j++)
+	{
+		RuleResult *res = &run->results[a->idx[j]];
+
+		res->invalid = 0;
+		res->nsamples = 0;
+		resetStringInfo(&res->samples);
+	}
+
+	memset(&opts, 0, sizeof(opts));
+	opts.read_only = true;
+	opts.dest = (DestReceiver *) &sr;
+	if (SPI_execute_extended(sql.data, &opts) < 0)
+		elog(ERROR, "could not scan relation %s", run->relsql);
+	run->total_rows = sr.rows;
+	run->counted = true;
+	for (int j = 0; j < a->n; j++)
+	{
+		RuleResult *res = &run->results[a->idx[j]];
+
+		res->status = res->invalid > 0 ? RS_FAIL : RS_PASS;
+	}
+}
+
+/* Scan with the given rules; on a run-time error, halve and retry. */
+static void
+scan_subset(CheckRun *run, int *idx, int n)
+{
+	ScanArgs	a = {run, idx, n};
+	ErrorData  *error;
+
+	if (n == 0 && run->counted)
+		return;
+	error = run_in_subtransaction(scan_rules, &a);
+	if (error == NULL)
+		return;
+	if (n <= 1)
+	{
+		if (n == 1)
+		{
+			run->results[idx[0]].status = RS_ERROR;
+			run->results[idx[0]].error = MemoryContextStrdup(run->cxt, error->message);
+		}
+		else
+			ereport(ERROR,
+					(errcode(error->sqlerrcode),
+					 errmsg("could not read relation %s", run->relsql),
+					 errdetail("%s", error->message)));
+		return;
+	}
+	scan_subset(run, idx, n / 2);
+	scan_subset(run, idx + n / 2, n - n / 2);
+}
+
+typedef struct DatasetReceiver
+{
+	DestReceiver pub;
+	CheckRun   *run;
+	RuleResult *res;
+}			DatasetReceiver;
+
+static bool
+dataset_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	DatasetReceiver *dr = (DatasetReceiver *) self;
+	RuleResult *res = dr->res;
+
+	CHECK_FOR_INTERRUPTS();
+	slot_getallattrs(slot);
+	res->invalid++;
+	if (res->nsamples < dr->run->sample && !slot->tts_isnull[0])
+	{
+		MemoryContext old = MemoryContextSwitchTo(dr->run->cxt);
+
+		if (res->nsamples++ > 0)
+			appendStringInfoChar(&res->samples, ',');
+		appendStringInfoString(&res->samples,
+							   TextDatumGetCString(DirectFunctionCall1(row_to_json,
+																	   slot->tts_values[0])));
+		MemoryContextSwitchTo(old);
+	}
+	return true;
+}
+
+typedef struct DatasetArgs
+{
+	CheckRun   *run;
+	RuleResult *res;
+	const char *prefix;			/* a WITH clause, or "" */
+	const char *table;			/* what {{TABLE}} stands for */
+	ParamListInfo params;
+} DatasetArgs;
+
+static void
+run_dataset_check(void *arg)
+{
+	DatasetArgs *a = arg;
+	DatasetReceiver dr;
+	SPIExecuteOptions opts;
+	char	   *sql = psprintf("%sSELECT v FROM (%s\n) AS v", a->prefix,
+							   rules_substitute_table(a->res->rule->text, a->table));
+
+	memset(&dr, 0, sizeof(dr));
+	dr.pub.receiveSlot = dataset_receive;
+	dr.pub.rStartup = scan_startup;
+	dr.pub.rShutdown = scan_shutdown;
+	dr.pub.rDestroy = scan_destroy;
+	dr.pub.mydest = DestTuplestore;
+	dr.run = a->run;
+	dr.res = a->res;
+	a->res->invalid = 0;
+	a->res->nsamples = 0;
+	resetStringInfo(&a->res->samples);
+	memset(&opts, 0, sizeof(opts));
+	opts.read_only = true;
+	opts.dest = (DestReceiver *) &dr;
+	opts.params = a->params;
+	if (SPI_execute_extended(sql, &opts) < 0)
+		elog(ERROR, "could not run dataset check \"%s\"", a->res->rule->name);
+	a->res->status = a->res->invalid > 0 ? RS_FAIL : RS_PASS;
+}
+
+typedef struct PlanArgs
+{
+	Rule	   *rule;
+	const char *relsql;
+	const char *alias;
+} PlanArgs;
+
+static void
+plan_row_rule_cb(void *arg)
+{
+	PlanArgs   *a = arg;
+
+	rules_plan_row_rule(a->rule, a->relsql, a->alias, false);
+}
+
+/*
+ * Plan a chunk of row rules in one query, with the checks that
+ * rules_plan_row_rule makes for one; any failure sends the caller to
+ * planning them one by one.
+ */
+static void
+plan_rules_together(void *arg)
+{
+	ScanArgs   *a = arg;
+	CheckRun   *run = a->run;
+	StringInfoData sql;
+	SPIPlanPtr	plan;
+	CachedPlanSource *ps;
+	Query	   *q;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	for (int j = 0; j < a->n; j++)
+		appendStringInfo(&sql, "%s(%s\n)", j > 0 ? ", " : "",
+						 run->results[a->idx[j]].rule->text);
+	appendStringInfo(&sql, " FROM %s AS %s LIMIT 0", run->relsql, run->alias);
+	plan = SPI_prepare(sql.data, 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	ps = linitial(SPI_plan_get_plan_sources(plan));
+	q = linitial_node(Query, ps->query_list);
+	if (q->hasAggs || q->hasWindowFuncs || q->hasTargetSRFs)
+		elog(ERROR, "a rule is not a plain row expression");
+	for (int j = 0; j < ps->resultDesc->natts; j++)
+		if (TupleDescAttr(ps->resultDesc, j)->atttypid != BOOLOID)
+			elog(ERROR, "a rule is not boolean");
+	if (SPI_execute_plan(plan, NULL, NULL, true, 0) < 0)
+		elog(ERROR, "could not run the rules");
+	SPI_freeplan(plan);
+}
+
+static void
+parse_options(CheckRun *run, Jsonb *options)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	char	   *key = NULL;
+	List	   *keys = NIL;
+
+	run->sample = DEFAULT_SAMPLE;
+	if (options == NULL)
+		return;
+	if (JB_ROOT_IS_SCALAR(options) || !JB_ROOT_IS_OBJECT(options))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("options must be a JSON object"),
+				 errhint("Pass for example '{\"sample\": 5, \"key_columns\": [\"id\"]}'.")));
+	it = JsonbIteratorInit(&options->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+		{
+			key = jbv_string(&v);
+			continue;
+		}
+		if (tok != WJB_VALUE)
+			continue;
+		if (strcmp(key, "sample") == 0)
+		{
+			int64		n = -1;
+
+			if (v.type == jbvNumeric)
+				n = DatumGetInt64(DirectFunctionCall1(numeric_int8,
+													  NumericGetDatum(v.val.numeric)));
+			if (n < 0 || n > 10000)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("option \"sample\" must be an integer between 0 and 10000")));
+			run->sample = (int) n;
+		}
+		else if (strcmp(key, "key_columns") == 0)
+		{
+			JsonbIterator *ait;
+			JsonbValue	av;
+
+			if (!jbv_is_array(&v))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("option \"key_columns\" must be an array of column names")));
+			ait = JsonbIteratorInit(v.val.binary.data);
+			while ((tok = JsonbIteratorNext(&ait, &av, true)) != WJB_DONE)
+			{
+				char	   *col;
+
+				if (tok != WJB_ELEM)
+					continue;
+				if (av.type != jbvString)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("option \"key_columns\" must be an array of column names")));
+				col = jbv_string(&av);
+				if (get_attnum(run->relid, col) == InvalidAttrNumber)
+					ereport(ERROR,
+							(errcode(ERRCODE_UNDEFINED_COLUMN),
+							 errmsg("key column \"%s\" does not exist in relation %s",
+									col, run->relsql)));
+				keys = lappend(keys, col);
+			}
+		}
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown option \"%s\"", key),
+					 errhint("The options are \"sample\" and \"key_columns\".")));
+	}
+	run->nkeys = list_length(keys);
+	run->keys = palloc(sizeof(char *) * Max(run->nkeys, 1));
+	for (int i = 0; i < run->nkeys; i++)
+		run->keys[i] = list_nth(keys, i);
+}
+
+/*
+ * Run a rules document over a relation.  The caller has connected to SPI;
+ * results live in run->cxt.
+ */
+static CheckRun *
+check_run(Oid relid, Jsonb *doc, Jsonb *options)
+{
+	CheckRun   *run = palloc0(sizeof(CheckRun));
+	RuleSet    *rs;
+	int		   *idx;
+	int			n = 0;
+	bool		save_read_only = XactReadOnly;
+	char		relkind = get_rel_relkind(relid);
+
+	run->relid = relid;
+	run->relsql = rules_quote_relation(relid);
+	run->alias = pstrdup(quote_identifier(get_rel_name(relid)));
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_VIEW &&
+		relkind != RELKIND_MATVIEW && relkind != RELKIND_FOREIGN_TABLE &&
+		relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table, view or materialized view", get_rel_name(relid))));
+	run->cxt = CurrentMemoryContext;
+	parse_options(run, options);
+	rs = rules_parse(doc);
+	run->rules = rs;
+	run->results = palloc0(sizeof(RuleResult) * Max(rs->nrules, 1));
+	idx = palloc(sizeof(int) * Max(rs->nrules, 1));
+	for (int i = 0; i < rs->nrules; i++)
+	{
+		run->results[i].rule = &rs->rules[i];
+		initStringInfo(&run->results[i].samples);
+	}
+
+	/* Rules read, never write, whatever functions they call. */
+	XactReadOnly = true;
+	PG_TRY();
+	{
+		int			nrow = 0;
+		int		   *rows = palloc(sizeof(int) * Max(rs->nrules, 1));
+
+		for (int i = 0; i < rs->nrules; i++)
+			if (rs->rules[i].severity != RULE_DATASET)
+				rows[nrow++] = i;
+
+		/*
+		 * Plan the rules together first, a chunk at a time; only when that
+		 * fails, one by one, to find the rules at fault.
+		 */
+		for (int done = 0; done < nrow; done += RULES_MAX_PER_SCAN)
+		{
+			ScanArgs	together = {run, rows + done, Min(nrow - done, RULES_MAX_PER_SCAN)};
+
+			if (run_in_subtransaction(plan_rules_together, &together) == NULL)
+			{
+				for (int j = 0; j < together.n; j++)
+					idx[n++] = together.idx[j];
+				continue;
+			}
+			for (int j = 0; j < together.n; j++)
+			{
+				RuleResult *res = &run->results[together.idx[j]];
+				PlanArgs	pa = {res->rule, run->relsql, run->alias};
+				ErrorData  *error;
+
+				CHECK_FOR_INTERRUPTS();
+				error = run_in_subtransaction(plan_row_rule_cb, &pa);
+				if (error != NULL)
+				{
+					res->status = RS_ERROR;
+					res->error = error->message;
+				}
+				else
+					idx[n++] = together.idx[j];
+			}
+		}
+		/* A query has at most 1664 columns: beyond 1000 rules, scan in chunks. */
+		for (int done = 0; done < n; done += RULES_MAX_PER_SCAN)
+			scan_subset(run, idx + done, Min(n - done, RULES_MAX_PER_SCAN));
+		if (!run->counted)
+			scan_subset(run, idx, 0);
+
+		for (int i = 0; i < rs->nrules; i++)
+		{
+			RuleResult *res = &run->results[i];
+			DatasetArgs da = {run, res, "", run->relsql, NULL};
+			ErrorData  *error;
+
+			if (res->rule->severity != RULE_DATASET)
+				continue;
+			CHECK_FOR_INTERRUPTS();
+			error = run_in_subtransaction(run_dataset_check, &da);
+			if (error != NULL)
+			{
+				res->status = RS_ERROR;
+				res->error = error->message;
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		XactReadOnly = save_read_only;
+	}
+	PG_END_TRY();
+	return run;
+}
+
+static bool
+result_breaches(RuleResult *res)
+{
+	switch (res->rule->severity)
+	{
+		case RULE_FAIL:
+		case RULE_DATASET:
+			return res->status == RS_FAIL || res->status == RS_ERROR;
+		default:
+			return false;
+	}
+}
+
+static const char *
+status_name(RuleStatus s)
+{
+	return s == RS_PASS ? "PASS" : s == RS_FAIL ? "FAIL" : "ERROR";
+}
+
+static Datum
+invalid_pct(CheckRun *run, int64 invalid)
+{
+	Datum		num;
+
+	if (run->total_rows == 0)
+		return DirectFunctionCall2(numeric_round,
+								   NumericGetDatum(int64_to_numeric(0)), Int32GetDatum(2));
+	num = DirectFunctionCall2(numeric_div,
+							  NumericGetDatum(int64_to_numeric(invalid * 100)),
+							  NumericGetDatum(int64_to_numeric(run->total_rows)));
+	return DirectFunctionCall2(numeric_round, num, Int32GetDatum(2));
+}
+
+static char *
+result_detail(CheckRun *run, RuleResult *res)
+{
+	if (res->status == RS_ERROR)
+		return res->error;
+	if (res->rule->severity == RULE_DATASET)
+	{
+		if (res->status == RS_FAIL)
+			return psprintf("the check returned " INT64_FORMAT " %s%s%s", res->invalid,
+							res->invalid == 1 ? "row" : "rows",
+							res->rule->description ? ": " : "",
+							res->rule->description ? res->rule->description : "");
+		return res->rule->description;
+	}
+	if (res->status == RS_FAIL)
+		return psprintf("false or null on " INT64_FORMAT " of " INT64_FORMAT " rows",
+						res->invalid, run->total_rows);
+	return NULL;
+}
+
+static void
+check_args(FunctionCallInfo fcinfo, const char *fn)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("argument relation of %s must not be null", fn)));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("argument rules of %s must not be null", fn)));
+}
+
+Datum
+reconcile_check(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext cxt;
+	CheckRun   *run;
+
+	check_args(fcinfo, "reconcile_check");
+	InitMaterializedSRF(fcinfo, 0);
+	cxt = CurrentMemoryContext;
+	SPI_connect();
+	MemoryContextSwitchTo(cxt);
+	run = check_run(PG_GETARG_OID(0), PG_GETARG_JSONB_P(1),
+					PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2));
+	MemoryContextSwitchTo(cxt);
+	for (int i = 0; i < run->rules->nrules; i++)
+	{
+		RuleResult *res = &run->results[i];
+		Datum		values[8];
+		bool		isnull[8] = {false};
+		char	   *detail = result_detail(run, res);
+
+		values[0] = CStringGetTextDatum(res->rule->name);
+		values[1] = CStringGetTextDatum(rule_severity_names[res->rule->severity]);
+		values[2] = CStringGetTextDatum(status_name(res->status));
+		if (res->status == RS_ERROR)
+		{
+			isnull[3] = isnull[4] = isnull[6] = true;
+		}
+		else
+		{
+			values[3] = Int64GetDatum(res->invalid);
+			values[4] = invalid_pct(run, res->invalid);
+			values[6] = DirectFunctionCall1(jsonb_in,
+											CStringGetDatum(psprintf("[%s]", res->samples.data)));
+		}
+		values[5] = BoolGetDatum(result_breaches(res));
+		values[7] = detail ? CStringGetTextDatum(detail) : (Datum) 0;
+		isnull[7] = detail == NULL;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
+	}
+	SPI_finish();
+	return (Datum) 0;
+}
+
+Datum
+reconcile_check_report(PG_FUNCTION_ARGS)
+{
+	MemoryContext cxt;
+	CheckRun   *run;
+	StringInfoData buf;
+	int			passed = 0,
+				failed = 0,
+				errored = 0;
+	bool		blocked = false;
+	Datum		result;
+
+	check_args(fcinfo, "reconcile_check_report");
+	cxt = CurrentMemoryContext;
+	SPI_connect();
+	MemoryContextSwitchTo(cxt);
+	run = check_run(PG_GETARG_OID(0), PG_GETARG_JSONB_P(1),
+					PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2));
+	/* SPI calls leave SPI's own context current; the result must outlive it. */
+	MemoryContextSwitchTo(cxt);
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "[");
+	for (int i = 0; i < run->rules->nrules; i++)
+	{
+		RuleResult *res = &run->results[i];
+		char	   *detail = result_detail(run, res);
+
+		passed += res->status == RS_PASS;
+		failed += res->status == RS_FAIL;
+		errored += res->status == RS_ERROR;
+		blocked |= result_breaches(res);
+		if (i > 0)
+			appendStringInfoChar(&buf, ',');
+		appendStringInfoString(&buf, "{\"rule\":");
+		escape_json(&buf, res->rule->name);
+		appendStringInfo(&buf, ",\"severity\":\"%s\",\"status\":\"%s\"",
+						 rule_severity_names[res->rule->severity], status_name(res->status));
+		if (res->status == RS_ERROR)
+			appendStringInfoString(&buf, ",\"invalid_rows\":null,\"invalid_pct\":null");
+		else
+			appendStringInfo(&buf, ",\"invalid_rows\":" INT64_FORMAT ",\"invalid_pct\":%s",
+							 res->invalid,
+							 DatumGetCString(DirectFunctionCall1(numeric_out,
+																 invalid_pct(run, res->invalid))));
+		appendStringInfo(&buf, ",\"gate_breach\":%s,\"sample\":",
+						 result_breaches(res) ? "true" : "false");
+		if (res->status == RS_ERROR)
+			appendStringInfoString(&buf, "null");
+		else
+			appendStringInfo(&buf, "[%s]", res->samples.data);
+		appendStringInfoString(&buf, ",\"detail\":");
+		if (detail)
+			escape_json(&buf, detail);
+		else
+			appendStringInfoString(&buf, "null");
+		appendStringInfoChar(&buf, '}');
+	}
+	appendStringInfoChar(&buf, ']');
+	result = DirectFunctionCall1(jsonb_in, CStringGetDatum(
+		psprintf("{\"summary\":{\"rules\":%d,\"passed\":%d,\"failed\":%d,\"errored\":%d,\"gate\":\"%s\"},\"rules\":%s}",
+				 run->rules->nrules, passed, failed, errored,
+				 blocked ? "blocked" : "pass", buf.data)));
+	SPI_finish();
+	PG_RETURN_DATUM(result);
+}
+
