@@ -21,8 +21,8 @@ INSERT INTO checks
 SELECT 'live rows carry the documented payload hash', count(*) = 0, count(*) || ' differ'
   FROM lt WHERE NOT del AND h <> sha256(convert_to('[' || coalesce(to_json(val)::text, 'null') || ',false]', 'UTF8'));
 INSERT INTO checks
-SELECT 'every staged row left is of a committed batch', count(*) = 0, count(*) || ' orphans'
-  FROM ls WHERE NOT EXISTS (SELECT 1 FROM reconcile.batch_objects AS o WHERE o.object_key = ls.object_key);
+SELECT 'every staged row left is of a committed batch (or of the pool)', count(*) = 0, count(*) || ' orphans'
+  FROM ls WHERE object_key NOT LIKE 'pool/%' AND NOT EXISTS (SELECT 1 FROM reconcile.batch_objects AS o WHERE o.object_key = ls.object_key);
 INSERT INTO checks
 SELECT 'exactly one receipt per distinct manifest',
        (SELECT count(*) FROM reconcile.receipts)
@@ -51,16 +51,22 @@ INSERT INTO checks
 SELECT 'no conflicts and no rejects (none were generated)',
        (SELECT count(*) FROM reconcile.conflicts) + (SELECT count(*) FROM reconcile.rejects) = 0, '';
 INSERT INTO checks
-SELECT 'each client''s cursor is at its last committed batch', bool_and(c."position" = l.last::text),
+SELECT 'a pool manifest not committed left no trace', count(*) = 0, count(*) || ' receipts'
+  FROM bench_pool AS p JOIN reconcile.receipts AS r ON r.batch_id = reconcile_batch_id(p.manifest)
+ WHERE NOT EXISTS (SELECT 1 FROM bench_batches AS b WHERE b.manifest = p.manifest);
+INSERT INTO checks
+SELECT 'each client''s cursor is at its last committed batch', bool_and(c."position" = l.pos),
        count(*) || ' cursors'
   FROM reconcile.cursors AS c
-  JOIN (SELECT 'client-' || client AS source, max(seq) AS last FROM bench_batches
-         WHERE status = 'committed' GROUP BY client) AS l USING (source);
+  JOIN (SELECT DISTINCT ON (client) 'client-' || client AS source, pos FROM bench_batches
+         WHERE status = 'committed' ORDER BY client, n DESC) AS l USING (source);
 
 SELECT (SELECT count(*) FROM bench_batches) AS batches,
        (SELECT count(*) FROM bench_batches WHERE kind = 'new') AS new,
        (SELECT count(*) FROM bench_batches WHERE kind = 'new+old') AS new_with_old_object,
        (SELECT count(*) FROM bench_batches WHERE kind = 'replay') AS replays,
+       (SELECT count(*) FROM bench_batches WHERE kind = 'pool') AS pool_loads,
+       (SELECT count(*) FROM bench_batches WHERE kind = 'pool' AND status = 'committed') AS pool_committed,
        (SELECT count(*) FROM bench_errors) AS errors,
        (SELECT sum(staged_rows) FROM reconcile.receipts) AS staged_rows_committed,
        (SELECT count(*) FROM lt) AS target_rows,

@@ -5,11 +5,14 @@
 # has exactly one receipt.  Not part of the test run.
 #
 #   bash bench/load/run.sh [--clients N] [--transactions T] [--keys K]
-#                          [--versions V] [--replay-pct P] [--use-existing] [--keep]
+#                          [--versions V] [--replay-pct P] [--pool-pct P]
+#                          [--use-existing] [--keep]
 #
 # Defaults: 8 clients x 75 transactions (600 batches), 300 keys, versions
-# 1..1000, 10% replays of earlier manifests, about 10% of new batches also
-# carrying an object of an earlier batch.  Each transaction stages 1 to 3
+# 1..1000, 10% replays of earlier manifests, 18% (20% of the rest) manifests
+# drawn from a pool of 40 pre-staged ones, so that clients load the same
+# manifest at once (one commits, the others replay), and about 10% of new
+# batches also carrying an object of an earlier batch.  Each transaction stages 1 to 3
 # objects of 0 to 29 rows under unique object keys in one shared staging
 # table and loads them (bench/load/setup.sql, bench_batch()); rows of a key
 # at a version always carry the same payload and operation, so the fold is
@@ -33,12 +36,14 @@ TRANSACTIONS=75
 KEYS=300
 VERSIONS=1000
 REPLAY_PCT=10
+POOL_PCT=20
+POOL_SIZE=40
 USE_EXISTING=0
 KEEP=0
 PORT=${BENCH_LOAD_PGPORT:-54349}
 DB=reconcile_load
 
-usage() { sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 log() { printf '==> %s\n' "$*" >&2; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -47,6 +52,7 @@ while [ $# -gt 0 ]; do
 	--keys) KEYS=$2; shift 2 ;;
 	--versions) VERSIONS=$2; shift 2 ;;
 	--replay-pct) REPLAY_PCT=$2; shift 2 ;;
+	--pool-pct) POOL_PCT=$2; shift 2 ;;
 	--use-existing) USE_EXISTING=1; shift ;;
 	--keep) KEEP=1; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -88,10 +94,11 @@ fi
 PSQL=("${RUN[@]}" "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -U postgres -d "$DB")
 
 "${PSQL[@]}" -f "$OUT/setup.sql" >/dev/null
+"${PSQL[@]}" -c "SELECT fill_pool($POOL_SIZE, $KEYS, $VERSIONS)" >/dev/null
 log "pgbench: $CLIENTS clients x $TRANSACTIONS transactions"
 set +e
 "${RUN[@]}" "$PG_BINDIR/pgbench" -n -U postgres -c "$CLIENTS" -j "$CLIENTS" -t "$TRANSACTIONS" \
-	-D keys="$KEYS" -D versions="$VERSIONS" -D replay_pct="$REPLAY_PCT" \
+	-D keys="$KEYS" -D versions="$VERSIONS" -D replay_pct="$REPLAY_PCT" -D pool_pct="$POOL_PCT" \
 	-f "$OUT/batch.sql" "$DB" >"$OUT/pgbench.txt" 2>"$OUT/pgbench.err"
 PGBENCH_RC=$?
 set -e

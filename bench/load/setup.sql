@@ -13,9 +13,14 @@ CREATE TABLE ls (object_key text NOT NULL, source_row bigint NOT NULL, operation
 CREATE INDEX ON ls (object_key);
 CREATE SEQUENCE obj_seq;
 -- Every manifest a client committed (new or replayed), and every error.
-CREATE TABLE bench_batches (seq bigint, client integer, kind text, manifest jsonb,
-                            batch_id text, status text, staged_rows bigint);
+CREATE TABLE bench_batches (n bigserial, seq bigint, client integer, kind text, manifest jsonb,
+                            batch_id text, status text, staged_rows bigint, pos text);
 CREATE TABLE bench_errors (client integer, kind text, sqlstate text, message text);
+
+-- A pool of pre-staged manifests that any client may load: the same
+-- manifest from several clients at once (filled below, once the functions
+-- exist).
+CREATE TABLE bench_pool (manifest jsonb);
 
 CREATE FUNCTION payload(k integer, v bigint) RETURNS text LANGUAGE sql IMMUTABLE AS
     $$ SELECT 'p' || k || '.' || v $$;
@@ -23,8 +28,28 @@ CREATE FUNCTION op_of(k integer, v bigint) RETURNS text LANGUAGE sql IMMUTABLE A
     $$ SELECT CASE WHEN (k * 31 + v) % 7 = 0 THEN 'DELETE' ELSE 'UPSERT' END $$;
 
 -- One pgbench transaction: a new batch of 1 to 3 objects (sometimes with an
--- object of an earlier batch), or a replay of an earlier manifest.
-CREATE FUNCTION bench_batch(client integer, keys integer, versions integer, replay_pct integer)
+-- object of an earlier batch), a replay of an earlier manifest, or a
+-- manifest of the pool (committed by whichever client comes first).
+CREATE FUNCTION fill_pool(n integer, keys integer, versions integer) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    obj   text;
+    nrows integer;
+BEGIN
+    FOR i IN 1..n LOOP
+        obj := 'pool/' || i;
+        nrows := floor(random() * 30)::integer;
+        INSERT INTO ls
+            SELECT obj, g, op_of(kk, vv), kk, CASE WHEN op_of(kk, vv) = 'UPSERT' THEN payload(kk, vv) END, vv
+              FROM (SELECT g, 1 + floor(random() * keys)::integer AS kk,
+                           1 + floor(random() * versions)::bigint AS vv
+                      FROM generate_series(1, nrows) AS g) AS x;
+        INSERT INTO bench_pool VALUES (jsonb_build_array(jsonb_build_object('object_key', obj,
+            'version_id', '1', 'content_hash', 'sha256:' || md5(obj), 'rows', nrows)));
+    END LOOP;
+END $$;
+
+CREATE FUNCTION bench_batch(client integer, keys integer, versions integer, replay_pct integer,
+                            pool_pct integer)
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     m     jsonb := '[]';
@@ -43,6 +68,9 @@ BEGIN
             kind := 'new';
             m := '[]';
         END IF;
+    ELSIF random() * 100 < pool_pct THEN
+        kind := 'pool';
+        SELECT p.manifest INTO m FROM bench_pool AS p ORDER BY random() LIMIT 1;
     END IF;
     BEGIN
         IF kind = 'new' THEN
@@ -69,8 +97,9 @@ BEGIN
             END IF;
         END IF;
         SELECT * INTO r FROM reconcile_batch('lt', 'ls', m, 'client-' || client,
-                                             coalesce(seq::text, 'replay'));
-        INSERT INTO bench_batches VALUES (seq, client, kind, m, r.batch_id, r.status, r.staged_rows);
+                                             coalesce(seq::text, kind));
+        INSERT INTO bench_batches (seq, client, kind, manifest, batch_id, status, staged_rows, pos)
+            VALUES (seq, client, kind, m, r.batch_id, r.status, r.staged_rows, coalesce(seq::text, kind));
         RETURN r.status;
     EXCEPTION WHEN OTHERS THEN
         INSERT INTO bench_errors VALUES (client, kind, SQLSTATE, SQLERRM);
