@@ -181,10 +181,31 @@ SELECT * FROM both_paths('big_a', 'big_b', 'big_stage', (SELECT m FROM big_manif
 SELECT count(*) AS keys, min(version) AS min_version, max(version) AS max_version FROM big_a;
 RESET work_mem;
 
+-- keys far apart in a large target: the probe steps through the index
+-- while keys are close and descends again across larger gaps
+CREATE TABLE sparse_stage (LIKE stage);
+INSERT INTO sparse_stage
+SELECT 's', g, 'UPSERT', k::text, 'label ' || k || ' changed', (k % 90)::text, '3'
+  FROM generate_series(1, 140) g, LATERAL (SELECT CASE WHEN g <= 100 THEN g * 97
+                                                        WHEN g <= 120 THEN 9700 + g
+                                                        ELSE 20000 + g END AS k) kk;
+CREATE FUNCTION make_large(name text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM make_target(name);
+    EXECUTE format('INSERT INTO %I (id, label, amount, version)
+                    SELECT g, ''label '' || g, g %% 90, 2 FROM generate_series(300, 9999) g', name);
+END
+$$;
+SELECT make_large('sparse_a'), make_large('sparse_b');
+SELECT * FROM both_paths('sparse_a', 'sparse_b', 'sparse_stage',
+    '[{"object_key":"s","version_id":"1","content_hash":"h","rows":140}]');
+SELECT count(*) FILTER (WHERE version = 3) AS at_v3, count(*) AS keys FROM sparse_a;
+
 -- progress is reported while a batch runs and not after it
 SELECT count(*) AS running FROM reconcile.batch_progress;
 
 DROP EXTENSION reconcile;
 DROP TABLE stage, manifest, manifest2, plain_a, plain_b, rich_a, rich_b, bad_stage,
-    audit, trig_a, trig_b, skip_a, part_a, part_b, big_stage, big_manifest, big_a, big_b;
-DROP FUNCTION both_paths, make_target, audit_row, skip_odd, make_partitioned;
+    audit, trig_a, trig_b, skip_a, part_a, part_b, big_stage, big_manifest, big_a, big_b,
+    sparse_stage, sparse_a, sparse_b;
+DROP FUNCTION both_paths, make_target, audit_row, skip_odd, make_partitioned, make_large;

@@ -38,6 +38,7 @@
 
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/nbtree.h"
 #include "access/relation.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -99,7 +100,25 @@ typedef struct Probe
 	ProbePart  *parts;
 	Snapshot	snapshot;
 	ScanKeyData *skeys;
+
+	/*
+	 * Walking: keys arrive in the index's order, so instead of descending
+	 * the btree for every key, one scan steps forward through the index
+	 * alongside the batch and descends again only across a gap of more than
+	 * WALK_MAX_STEPS entries.  Used for a single-column key on a plain table.
+	 */
+	bool		walk;
+	bool		positioned;
+	bool		exhausted;		/* the scan ran off the end of the index */
+	FmgrInfo	cmp;			/* btree comparison of the key's type */
+	Oid			ge_proc;
+	Oid			collation;
+
+	/* Index scans allocate lazily: never in a key's short-lived context. */
+	MemoryContext cxt;
 } Probe;
+
+#define WALK_MAX_STEPS 64
 
 /* The direct path's executor state. */
 typedef struct DirectWriter
@@ -145,7 +164,7 @@ typedef struct Merger
 /* ---- probing the target ---- */
 
 static Probe *
-probe_open(TargetInfo *t, Snapshot snapshot)
+probe_open(TargetInfo *t, Snapshot snapshot, bool walk)
 {
 	Probe	   *p = palloc0(sizeof(Probe));
 	List	   *leaves = NIL;
@@ -154,6 +173,7 @@ probe_open(TargetInfo *t, Snapshot snapshot)
 
 	p->snapshot = RegisterSnapshot(snapshot);
 	p->skeys = palloc0(sizeof(ScanKeyData) * t->nkeys);
+	p->cxt = CurrentMemoryContext;
 	if (!t->partitioned)
 		leaves = list_make1_oid(t->relid);
 	else
@@ -178,6 +198,25 @@ probe_open(TargetInfo *t, Snapshot snapshot)
 		part->hash_attnum = get_attnum(relid, t->hash.name);
 	}
 	p->nparts = n;
+
+	if (walk && n == 1 && t->nkeys == 1 &&
+		(p->parts[0].index->rd_indoption[0] & INDOPTION_DESC) == 0)
+	{
+		Relation	index = p->parts[0].index;
+		Oid			opcintype = index->rd_opcintype[0];
+		Oid			ge_op = get_opfamily_member(index->rd_opfamily[0], opcintype,
+												opcintype, BTGreaterEqualStrategyNumber);
+
+		p->walk = OidIsValid(ge_op);
+		if (p->walk)
+		{
+			fmgr_info_copy(&p->cmp, index_getprocinfo(index, 1, BTORDER_PROC),
+						   CurrentMemoryContext);
+			p->ge_proc = get_opcode(ge_op);
+			p->collation = t->key_collations[0];
+			p->parts[0].scan->xs_want_itup = true;
+		}
+	}
 	return p;
 }
 
@@ -196,6 +235,79 @@ probe_close(Probe *p)
 	UnregisterSnapshot(p->snapshot);
 }
 
+static ProbePart *probe_locate(Probe *p, TargetInfo *t, Datum *keys);
+
+/* Walking: move to the next index entry. */
+static void
+walk_advance(Probe *p)
+{
+	if (index_getnext_tid(p->parts[0].scan, ForwardScanDirection) == NULL)
+		p->exhausted = true;
+}
+
+/* Walking: descend to the first index entry >= key. */
+static void
+walk_position(Probe *p, Datum key)
+{
+	ScanKeyInit(&p->skeys[0], 1, BTGreaterEqualStrategyNumber, p->ge_proc, key);
+	p->skeys[0].sk_collation = p->collation;
+	index_rescan(p->parts[0].scan, p->skeys, 1, NULL, 0);
+	p->positioned = true;
+	p->exhausted = false;
+	walk_advance(p);
+}
+
+/* Walking: the visible row of key, or false; keys come in ascending order. */
+static bool
+walk_find(Probe *p, Datum key)
+{
+	IndexScanDesc scan = p->parts[0].scan;
+	int			steps = 0;
+
+	if (!p->positioned)
+		walk_position(p, key);
+	while (!p->exhausted)
+	{
+		bool		isnull;
+		Datum		current = index_getattr(scan->xs_itup, 1, scan->xs_itupdesc, &isnull);
+		int32		c = isnull ? 1 :
+			DatumGetInt32(FunctionCall2Coll(&p->cmp, p->collation, current, key));
+
+		if (c > 0)
+			return false;		/* past the key: it is not there */
+		if (c < 0)
+		{
+			if (++steps > WALK_MAX_STEPS)
+			{
+				walk_position(p, key);
+				steps = 0;
+			}
+			else
+				walk_advance(p);
+			continue;
+		}
+		/* The key's entry; older versions of the row may have entries too. */
+		if (index_fetch_heap(scan, p->parts[0].slot))
+			return true;
+		walk_advance(p);
+	}
+	return false;
+}
+
+/* The version and hash of the row a probe found. */
+static void
+probe_read(ProbePart *part, TargetInfo *t, int64 *version, bytea **hash)
+{
+	bool		isnull;
+	Datum		d;
+
+	d = slot_getattr(part->slot, part->version_attnum, &isnull);
+	*version = t->version.typid == INT8OID ? DatumGetInt64(d) :
+		t->version.typid == INT4OID ? DatumGetInt32(d) : DatumGetInt16(d);
+	d = slot_getattr(part->slot, part->hash_attnum, &isnull);
+	*hash = isnull ? NULL : DatumGetByteaPCopy(d);
+}
+
 /*
  * Find the target row of a key; returns NULL if there is none.  The
  * existing hash is copied into *hash (NULL when the row has none).  The
@@ -204,6 +316,21 @@ probe_close(Probe *p)
 static ProbePart *
 probe_find(Probe *p, TargetInfo *t, Datum *keys, int64 *version, bytea **hash)
 {
+	MemoryContext caller = MemoryContextSwitchTo(p->cxt);
+	ProbePart  *found = probe_locate(p, t, keys);
+
+	MemoryContextSwitchTo(caller);
+	if (found != NULL)
+		probe_read(found, t, version, hash);
+	return found;
+}
+
+/* The part whose slot now holds the key's row, or NULL. */
+static ProbePart *
+probe_locate(Probe *p, TargetInfo *t, Datum *keys)
+{
+	if (p->walk)
+		return walk_find(p, keys[0]) ? &p->parts[0] : NULL;
 	for (int i = 0; i < t->nkeys; i++)
 	{
 		ScanKeyInit(&p->skeys[i], i + 1, BTEqualStrategyNumber,
@@ -213,18 +340,10 @@ probe_find(Probe *p, TargetInfo *t, Datum *keys, int64 *version, bytea **hash)
 	for (int i = 0; i < p->nparts; i++)
 	{
 		ProbePart  *part = &p->parts[i];
-		bool		isnull;
-		Datum		d;
 
 		index_rescan(part->scan, p->skeys, t->nkeys, NULL, 0);
-		if (!index_getnext_slot(part->scan, ForwardScanDirection, part->slot))
-			continue;
-		d = slot_getattr(part->slot, part->version_attnum, &isnull);
-		*version = t->version.typid == INT8OID ? DatumGetInt64(d) :
-			t->version.typid == INT4OID ? DatumGetInt32(d) : DatumGetInt16(d);
-		d = slot_getattr(part->slot, part->hash_attnum, &isnull);
-		*hash = isnull ? NULL : DatumGetByteaPCopy(d);
-		return part;
+		if (index_getnext_slot(part->scan, ForwardScanDirection, part->slot))
+			return part;
 	}
 	return NULL;
 }
@@ -813,11 +932,11 @@ merge_batch(BatchState *b)
 	 */
 	if (IsolationUsesXactSnapshot())
 	{
-		m.probe = probe_open(m.t, GetTransactionSnapshot());
-		m.latest = probe_open(m.t, GetLatestSnapshot());
+		m.probe = probe_open(m.t, GetTransactionSnapshot(), true);
+		m.latest = probe_open(m.t, GetLatestSnapshot(), false);
 	}
 	else
-		m.probe = probe_open(m.t, GetLatestSnapshot());
+		m.probe = probe_open(m.t, GetLatestSnapshot(), true);
 	if (direct_allowed(m.t))
 		m.direct = direct_open(m.t);
 	else
