@@ -18,11 +18,12 @@
  *
  * Winners are written by one of two paths, which give the same result:
  *
- * - the direct path writes each winner while the pass is at its key, the
- *   way logical replication applies changes (ExecSimpleRelationInsert and
- *   ExecSimpleRelationUpdate): the row found by the probe is updated in
- *   place by its TID, new keys are inserted, stale rows cost one index
- *   probe; constraints, indexes, generated columns and defaults work;
+ * - the direct path writes each winner while the pass is at its key: the
+ *   row found by the probe is updated by its TID the way logical
+ *   replication applies changes (ExecSimpleRelationUpdate), new keys are
+ *   queued and inserted many rows at a time the way COPY does, stale rows
+ *   cost one index probe; constraints, indexes, generated columns and
+ *   defaults work;
  *
  * - the general path collects the winners in a temporary table and applies
  *   them with one INSERT and two UPDATE statements run with the caller's
@@ -120,6 +121,8 @@ typedef struct Probe
 
 #define WALK_MAX_STEPS 64
 
+#define DIRECT_INSERT_ROWS 1000
+
 /* The direct path's executor state. */
 typedef struct DirectWriter
 {
@@ -130,6 +133,11 @@ typedef struct DirectWriter
 	int			ndefaults;		/* columns a new row takes defaults for */
 	AttrNumber *default_atts;
 	ExprState **default_exprs;
+
+	/* New keys go in as multi-row inserts, the way COPY writes. */
+	TupleTableSlot *inserts[DIRECT_INSERT_ROWS];
+	int			ninserts;
+	BulkInsertState bistate;
 } DirectWriter;
 
 typedef struct Merger
@@ -558,6 +566,9 @@ direct_open(TargetInfo *t)
 	w->estate->es_snapshot = GetActiveSnapshot();
 	ExecOpenIndices(w->rri, false);
 	w->slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	for (int i = 0; i < DIRECT_INSERT_ROWS; i++)
+		w->inserts[i] = table_slot_create(w->rel, NULL);
+	w->bistate = GetBulkInsertState();
 
 	/* Columns the batch does not provide take their defaults on insert. */
 	w->default_atts = palloc(sizeof(AttrNumber) * desc->natts);
@@ -585,9 +596,32 @@ direct_open(TargetInfo *t)
 	return w;
 }
 
+/* Write the queued new rows, then their index entries. */
+static void
+direct_flush_inserts(DirectWriter *w)
+{
+	if (w->ninserts == 0)
+		return;
+	table_multi_insert(w->rel, w->inserts, w->ninserts, w->estate->es_output_cid,
+					   0, w->bistate);
+	for (int i = 0; i < w->ninserts; i++)
+	{
+		ResetPerTupleExprContext(w->estate);
+		if (w->rri->ri_NumIndices > 0)
+			list_free(ExecInsertIndexTuples(w->rri, w->inserts[i], w->estate,
+											false, false, NULL, NIL));
+		ExecClearTuple(w->inserts[i]);
+	}
+	w->ninserts = 0;
+}
+
 static void
 direct_close(DirectWriter *w)
 {
+	direct_flush_inserts(w);
+	FreeBulkInsertState(w->bistate);
+	for (int i = 0; i < DIRECT_INSERT_ROWS; i++)
+		ExecDropSingleTupleTableSlot(w->inserts[i]);
 	ExecDropSingleTupleTableSlot(w->slot);
 	ExecCloseIndices(w->rri);
 	ExecResetTupleTable(w->estate->es_tupleTable, false);
@@ -627,12 +661,19 @@ direct_fill(Merger *m, TupleTableSlot *slot, bool with_payload)
 	}
 }
 
+/*
+ * Queue a new row: defaults, generated columns and constraints are done
+ * now, the row is copied into its slot's own memory (the key's context is
+ * about to go), and the heap and index writes happen in direct_flush_inserts.
+ * The direct path is only taken without triggers, so there are none to fire.
+ */
 static void
 direct_insert(Merger *m)
 {
 	DirectWriter *w = m->direct;
-	TupleTableSlot *slot = w->slot;
+	TupleTableSlot *slot = w->inserts[w->ninserts];
 	ExprContext *econtext = GetPerTupleExprContext(w->estate);
+	TupleConstr *constr = RelationGetDescr(w->rel)->constr;
 
 	ResetPerTupleExprContext(w->estate);
 	ExecClearTuple(slot);
@@ -646,7 +687,13 @@ direct_insert(Merger *m)
 	}
 	direct_fill(m, slot, true);
 	ExecStoreVirtualTuple(slot);
-	ExecSimpleRelationInsert(w->rri, w->estate, slot);
+	if (constr && constr->has_generated_stored)
+		ExecComputeStoredGenerated(w->rri, w->estate, slot, CMD_INSERT);
+	if (constr)
+		ExecConstraints(w->rri, slot, w->estate);
+	ExecMaterializeSlot(slot);
+	if (++w->ninserts == DIRECT_INSERT_ROWS)
+		direct_flush_inserts(w);
 }
 
 /* Update the row the probe found in place, by its TID. */
