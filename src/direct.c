@@ -1,0 +1,237 @@
+/*
+ * direct.c
+ *		The direct write path: winners written while the merge pass is at
+ *		their key.
+ *
+ * The row the probe found is updated by its TID, the way logical
+ * replication applies changes (ExecSimpleRelationUpdate); new keys are
+ * queued and inserted many rows at a time, the way COPY does; a stale row
+ * costs one probe and no write.  CHECK and NOT NULL constraints, unique and
+ * exclusion indexes, defaults and generated columns work as for any
+ * statement.  It is taken only where nothing else must fire: a plain table
+ * without triggers or rules, in a READ COMMITTED transaction.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/nbtree.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/partition.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "executor/nodeModifyTable.h"
+#include "executor/spi.h"
+#include "optimizer/optimizer.h"
+#include "rewrite/rewriteHandler.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+
+#include "reconcile.h"
+#include "merge.h"
+
+/* Whether the direct path may write this target. */
+bool
+direct_allowed(TargetInfo *t)
+{
+	Relation	rel;
+	bool		ok;
+
+	if (reconcile_write_path == WRITE_PATH_GENERAL || t->partitioned ||
+		IsolationUsesXactSnapshot())
+		return false;
+	rel = table_open(t->relid, NoLock);
+	ok = rel->trigdesc == NULL && !rel->rd_rel->relhasrules &&
+		rel->rd_rel->relkind == RELKIND_RELATION;
+	table_close(rel, NoLock);
+	return ok;
+}
+
+DirectWriter *
+direct_open(TargetInfo *t)
+{
+	DirectWriter *w = palloc0(sizeof(DirectWriter));
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
+	TupleDesc	desc;
+
+	w->rel = table_open(t->relid, NoLock);	/* locked by reconcile_batch */
+	desc = RelationGetDescr(w->rel);
+	w->estate = CreateExecutorState();
+	rte->rtekind = RTE_RELATION;
+	rte->relid = t->relid;
+	rte->relkind = w->rel->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+	ExecInitRangeTable(w->estate, list_make1(rte));
+	w->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(w->rri, w->rel, 1, NULL, 0);
+	w->estate->es_output_cid = GetCurrentCommandId(true);
+	w->estate->es_snapshot = GetActiveSnapshot();
+	ExecOpenIndices(w->rri, false);
+	w->slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	for (int i = 0; i < DIRECT_INSERT_ROWS; i++)
+		w->inserts[i] = table_slot_create(w->rel, NULL);
+	w->bistate = GetBulkInsertState();
+
+	/* Columns the batch does not provide take their defaults on insert. */
+	w->default_atts = palloc(sizeof(AttrNumber) * desc->natts);
+	w->default_exprs = palloc(sizeof(ExprState *) * desc->natts);
+	for (int a = 1; a <= desc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a - 1);
+		bool		provided = a == t->version.attnum || a == t->deleted.attnum ||
+			a == t->hash.attnum;
+		Node	   *def;
+
+		for (int i = 0; i < t->nkeys; i++)
+			provided |= a == t->keys[i].attnum;
+		for (int i = 0; i < t->npayload; i++)
+			provided |= a == t->payload[i].attnum;
+		if (provided || att->attisdropped || att->attgenerated)
+			continue;
+		def = build_column_default(w->rel, a);
+		if (def == NULL)
+			continue;
+		w->default_atts[w->ndefaults] = a;
+		w->default_exprs[w->ndefaults++] =
+			ExecPrepareExpr(expression_planner((Expr *) def), w->estate);
+	}
+	return w;
+}
+
+/* Write the queued new rows, then their index entries. */
+static void
+direct_flush_inserts(DirectWriter *w)
+{
+	if (w->ninserts == 0)
+		return;
+	table_multi_insert(w->rel, w->inserts, w->ninserts, w->estate->es_output_cid,
+					   0, w->bistate);
+	for (int i = 0; i < w->ninserts; i++)
+	{
+		ResetPerTupleExprContext(w->estate);
+		if (w->rri->ri_NumIndices > 0)
+			list_free(ExecInsertIndexTuples(w->rri, w->inserts[i], w->estate,
+											false, false, NULL, NIL));
+		ExecClearTuple(w->inserts[i]);
+	}
+	w->ninserts = 0;
+}
+
+void
+direct_close(DirectWriter *w)
+{
+	direct_flush_inserts(w);
+	FreeBulkInsertState(w->bistate);
+	for (int i = 0; i < DIRECT_INSERT_ROWS; i++)
+		ExecDropSingleTupleTableSlot(w->inserts[i]);
+	ExecDropSingleTupleTableSlot(w->slot);
+	ExecCloseIndices(w->rri);
+	ExecResetTupleTable(w->estate->es_tupleTable, false);
+	FreeExecutorState(w->estate);
+	table_close(w->rel, NoLock);
+}
+
+/* Fill the new row's key, version, deleted, hash and (optionally) payload. */
+static void
+direct_fill(Merger *m, TupleTableSlot *slot, bool with_payload)
+{
+	TargetInfo *t = m->t;
+	GroupRow   *w = &m->rows[0];
+	bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
+
+	for (int i = 0; i < t->nkeys; i++)
+	{
+		slot->tts_values[t->keys[i].attnum - 1] = m->values[SORT_ATT_FIRST_KEY - 1 + i];
+		slot->tts_isnull[t->keys[i].attnum - 1] = false;
+	}
+	SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
+	memcpy(VARDATA(h), w->hash, RECONCILE_SHA256_LEN);
+	slot->tts_values[t->version.attnum - 1] = version_datum(t, w->version);
+	slot->tts_isnull[t->version.attnum - 1] = false;
+	slot->tts_values[t->deleted.attnum - 1] = BoolGetDatum(w->is_delete);
+	slot->tts_isnull[t->deleted.attnum - 1] = false;
+	slot->tts_values[t->hash.attnum - 1] = PointerGetDatum(h);
+	slot->tts_isnull[t->hash.attnum - 1] = false;
+	if (!with_payload)
+		return;
+	for (int i = 0; i < t->npayload; i++)
+	{
+		int			src = SORT_ATT_FIRST_KEY - 1 + t->nkeys + i;
+
+		slot->tts_values[t->payload[i].attnum - 1] = m->values[src];
+		slot->tts_isnull[t->payload[i].attnum - 1] = m->isnull[src];
+	}
+}
+
+/*
+ * Queue a new row: defaults, generated columns and constraints are done
+ * now, the row is copied into its slot's own memory (the key's context is
+ * about to go), and the heap and index writes happen in direct_flush_inserts.
+ * The direct path is only taken without triggers, so there are none to fire.
+ */
+void
+direct_insert(Merger *m)
+{
+	DirectWriter *w = m->direct;
+	TupleTableSlot *slot = w->inserts[w->ninserts];
+	ExprContext *econtext = GetPerTupleExprContext(w->estate);
+	TupleConstr *constr = RelationGetDescr(w->rel)->constr;
+
+	ResetPerTupleExprContext(w->estate);
+	ExecClearTuple(slot);
+	memset(slot->tts_isnull, true, sizeof(bool) * slot->tts_tupleDescriptor->natts);
+	for (int i = 0; i < w->ndefaults; i++)
+	{
+		AttrNumber	a = w->default_atts[i];
+
+		slot->tts_values[a - 1] = ExecEvalExpr(w->default_exprs[i], econtext,
+											   &slot->tts_isnull[a - 1]);
+	}
+	direct_fill(m, slot, true);
+	ExecStoreVirtualTuple(slot);
+	if (constr && constr->has_generated_stored)
+		ExecComputeStoredGenerated(w->rri, w->estate, slot, CMD_INSERT);
+	if (constr)
+		ExecConstraints(w->rri, slot, w->estate);
+	ExecMaterializeSlot(slot);
+	if (++w->ninserts == DIRECT_INSERT_ROWS)
+		direct_flush_inserts(w);
+}
+
+/* Update the row the probe found in place, by its TID. */
+void
+direct_update(Merger *m, ProbePart *found)
+{
+	DirectWriter *w = m->direct;
+	TupleTableSlot *slot = w->slot;
+	EPQState	epq;
+
+	ResetPerTupleExprContext(w->estate);
+	ExecClearTuple(slot);
+	slot_getallattrs(found->slot);
+	memcpy(slot->tts_values, found->slot->tts_values,
+		   sizeof(Datum) * slot->tts_tupleDescriptor->natts);
+	memcpy(slot->tts_isnull, found->slot->tts_isnull,
+		   sizeof(bool) * slot->tts_tupleDescriptor->natts);
+	/* A tombstone keeps the row's last payload; only its state moves. */
+	direct_fill(m, slot, !m->rows[0].is_delete);
+	ExecStoreVirtualTuple(slot);
+	EvalPlanQualInit(&epq, w->estate, NULL, NIL, -1);
+	ExecSimpleRelationUpdate(w->rri, w->estate, &epq, found->slot, slot);
+	EvalPlanQualEnd(&epq);
+}
+
