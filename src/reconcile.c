@@ -5,9 +5,11 @@
  * Everything else lives in a file named for its job.  The loader:
  * batch.c (reconcile_batch, progress), manifest.c (parse, canonicalise,
  * digest), target.c (registration and privileges), stage.c (cast, reject,
- * hash staged rows), merge.c (conflicts, winners and the write), receipt.c
- * (receipts, cursors and replay).  The reconciliation diff: diff_prepare.c,
- * diff.c and diff_run.c (see diff.h).
+ * hash staged rows), merge.c (the pass: conflicts and winners), probe.c
+ * (finding target rows), direct.c and apply.c (the two write paths),
+ * receipt.c (receipts, cursors and replay).  The reconciliation diff:
+ * diff_prepare.c, diff.c and diff_run.c (see diff.h).  Data-quality rules:
+ * rules.c, rules_check.c and rules_attach.c (see rules.h).
  */
 #include "postgres.h"
 

@@ -5,8 +5,9 @@
  * A batch flows through: manifest.c (parse, canonicalise, batch id),
  * target.c (registration, privileges, the state tables' owner), stage.c
  * (read the staged rows once: cast, reject, hash, sort), merge.c (one pass
- * over the sorted rows: duplicates, conflicts, winners, the write) and
- * receipt.c (receipts, objects, cursors, replay), driven by batch.c.
+ * over the sorted rows: duplicates, conflicts, winners; with probe.c,
+ * direct.c and apply.c, see merge.h) and receipt.c (receipts, objects,
+ * cursors, replay), driven by batch.c.
  */
 #ifndef RECONCILE_H
 #define RECONCILE_H
