@@ -300,16 +300,6 @@ profile_receive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
-static void
-profile_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
-{
-}
-
-static void
-profile_noop(DestReceiver *self)
-{
-}
-
 static double
 hll_estimate(ColumnProfile *c)
 {
@@ -1063,11 +1053,7 @@ reconcile_discover_rules(PG_FUNCTION_ARGS)
 	p->snum = MemoryContextAllocZero(p->cxt, sizeof(double) * p->sample_size * Max(p->ncols, 1));
 	p->shash = MemoryContextAllocZero(p->cxt, sizeof(uint32) * p->sample_size * Max(p->ncols, 1));
 	p->snull = MemoryContextAllocZero(p->cxt, sizeof(bool) * p->sample_size * Max(p->ncols, 1));
-	p->pub.receiveSlot = profile_receive;
-	p->pub.rStartup = profile_startup;
-	p->pub.rShutdown = profile_noop;
-	p->pub.rDestroy = profile_noop;
-	p->pub.mydest = DestTuplestore;
+	receiver_init(&p->pub, profile_receive);
 
 	SPI_connect();
 	MemoryContextSwitchTo(cxt);

@@ -17,6 +17,7 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
+#include "tcop/dest.h"
 #include "utils/array.h"
 #include "utils/jsonb.h"
 #include "utils/tuplesort.h"
@@ -121,6 +122,11 @@ extern void progress_phase(BatchPhase phase);
 extern void pause_point(const char *name);
 extern char *reconcile_pause_at;
 extern void progress_rows(int64 done);
+
+/* ---- receiver.c ---- */
+
+extern void receiver_init(DestReceiver *dest,
+						  bool (*receive) (TupleTableSlot *, DestReceiver *));
 
 /* ---- stage.c ---- */
 

@@ -178,21 +178,6 @@ scan_receive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
-static void
-scan_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
-{
-}
-
-static void
-scan_shutdown(DestReceiver *self)
-{
-}
-
-static void
-scan_destroy(DestReceiver *self)
-{
-}
-
 /*
  * Run fn(arg) in a subtransaction that is always rolled back, so that
  * whatever a rule did besides computing (set_config, a temporary table)
@@ -267,11 +252,7 @@ scan_rules(void *arg)
 	appendStringInfo(&sql, " FROM %s AS %s", run->relsql, run->alias);
 
 	memset(&sr, 0, sizeof(sr));
-	sr.pub.receiveSlot = scan_receive;
-	sr.pub.rStartup = scan_startup;
-	sr.pub.rShutdown = scan_shutdown;
-	sr.pub.rDestroy = scan_destroy;
-	sr.pub.mydest = DestTuplestore;
+	receiver_init(&sr.pub, scan_receive);
 	sr.run = run;
 	sr.nactive = a->n;
 	sr.active = a->idx;
@@ -379,11 +360,7 @@ run_dataset_check(void *arg)
 							   rules_substitute_table(a->res->rule->text, a->table));
 
 	memset(&dr, 0, sizeof(dr));
-	dr.pub.receiveSlot = dataset_receive;
-	dr.pub.rStartup = scan_startup;
-	dr.pub.rShutdown = scan_shutdown;
-	dr.pub.rDestroy = scan_destroy;
-	dr.pub.mydest = DestTuplestore;
+	receiver_init(&dr.pub, dataset_receive);
 	dr.run = a->run;
 	dr.res = a->res;
 	a->res->invalid = 0;

@@ -527,16 +527,6 @@ stage_receive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
-static void
-stage_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
-{
-}
-
-static void
-stage_shutdown(DestReceiver *self)
-{
-}
-
 /* Find a column of the staged relation by name. */
 static int
 staged_column(Relation srel, const char *name, bool required, Oid *type)
@@ -728,11 +718,7 @@ stage_read(BatchState *b)
 									 ALLOCSET_DEFAULT_SIZES);
 	r.sha = reconcile_sha256_begin();
 	r.owner = CurrentResourceOwner;
-	r.dest.receiveSlot = stage_receive;
-	r.dest.rStartup = stage_startup;
-	r.dest.rShutdown = stage_shutdown;
-	r.dest.rDestroy = stage_shutdown;
-	r.dest.mydest = DestNone;
+	receiver_init(&r.dest, stage_receive);
 	while (PortalRunFetch(portal, FETCH_FORWARD, FETCH_ROWS, &r.dest) > 0)
 		state_buffer_flush(r.rejects);
 	SPI_cursor_close(portal);
