@@ -65,16 +65,20 @@ SELECT status, staged_rows, jsonb_array_length(objects) AS objects
   FROM reconcile_batch('t', 's', (SELECT m FROM big_manifest));
 SELECT count(*) AS batch_objects FROM reconcile.batch_objects;
 SELECT status FROM reconcile_batch('t', 's', (SELECT m FROM big_manifest));
--- a manifest of one entry whose fields are 1 MB each: they do not fit
--- reconcile.batch_objects' index (54000), and nothing is written
+-- a manifest of one entry whose fields are 1 MB each: refused when the
+-- manifest is parsed (22023), and nothing is written
 SELECT remember('before long fields');
 SELECT try($$SELECT * FROM reconcile_batch('t', 's', jsonb_build_array(jsonb_build_object(
     'object_key', repeat('k', 1000000), 'version_id', repeat('v', 1000000),
     'content_hash', repeat('h', 1000000), 'rows', 0)))$$);
 SELECT unchanged_since('before long fields') AS long_fields_wrote_nothing;
--- a 2,000-character object key and version id fit
+-- fields of 1,025 bytes are refused, of 1,024 bytes (not compressible) fit
+SELECT try($$SELECT * FROM reconcile_batch('t', 's', jsonb_build_array(jsonb_build_object(
+    'object_key', repeat('k', 1025), 'version_id', '1', 'content_hash', 'h', 'rows', 0)))$$);
 SELECT status FROM reconcile_batch('t', 's', jsonb_build_array(jsonb_build_object(
-    'object_key', repeat('k', 2000), 'version_id', repeat('v', 2000), 'content_hash', repeat('h', 100000), 'rows', 0)));
+    'object_key', (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 32) g),
+    'version_id', (SELECT string_agg(md5((g + 100)::text), '') FROM generate_series(1, 32) g),
+    'content_hash', repeat('h', 1024), 'rows', 0)));
 TRUNCATE reconcile.receipts CASCADE;
 
 -- ---- staged values: quotes, backslashes, unicode, control characters, 1 MB ----

@@ -30,7 +30,7 @@ PG_FUNCTION_INFO_V1(reconcile_canonical_manifest);
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE), \
 			 errmsg("invalid manifest entry %d", (n)), \
 			 errdetail(__VA_ARGS__), \
-			 errhint("Each manifest entry is an object with the fields object_key, version_id and content_hash (non-empty strings) and rows (a non-negative integer).")))
+			 errhint("Each manifest entry is an object with the fields object_key, version_id and content_hash (non-empty strings of at most 1024 bytes) and rows (a non-negative integer).")))
 
 /* A SHA-256 context to digest many short texts with, one after another. */
 pg_cryptohash_ctx *
@@ -82,6 +82,13 @@ reconcile_hex(const uint8 *bytes, int len, char *out)
 	out[2 * len] = '\0';
 }
 
+/*
+ * Object keys and version ids are indexed in reconcile.batch_objects; a
+ * btree entry holds at most about 2.7 kB, so each may have 1024 bytes (as
+ * an S3 key may).  Content hashes are digests.
+ */
+#define MANIFEST_FIELD_MAX 1024
+
 static char *
 entry_string(int n, const char *field, JsonbValue *v)
 {
@@ -89,6 +96,9 @@ entry_string(int n, const char *field, JsonbValue *v)
 		manifest_error(n, "Field \"%s\" must be a string.", field);
 	if (v->val.string.len == 0)
 		manifest_error(n, "Field \"%s\" must not be empty.", field);
+	if (v->val.string.len > MANIFEST_FIELD_MAX)
+		manifest_error(n, "Field \"%s\" is %d bytes long; the limit is %d bytes.",
+					   field, v->val.string.len, MANIFEST_FIELD_MAX);
 	return pnstrdup(v->val.string.val, v->val.string.len);
 }
 
