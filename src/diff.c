@@ -567,8 +567,12 @@ side_next_group(DiffExec *ex, DiffSide *side)
 		/* The ORDER BY and this comparison must agree, or the merge is wrong. */
 		if (side->have_prev &&
 			compare_keys(ex, side->lv, side->ln, side->hv, side->hn) >= 0)
-			elog(ERROR, "rows of the %s are not in key order",
-				 side->is_source ? "source" : "target");
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("rows of the %s do not come in key order",
+							side->is_source ? "source" : "target"),
+					 errdetail("The diff reads both sides ordered by key and merges them; this side returned a key lower than the one before it."),
+					 errhint("A foreign table may sort text keys in another collation than this database: compare through a view that orders the key the same way on both servers.")));
 		side->have_prev = true;
 
 		side->dup = false;
