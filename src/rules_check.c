@@ -26,6 +26,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/json.h"
+#include "utils/typcache.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -84,6 +85,7 @@ typedef struct CheckRun
 	int			sample;
 	int			nkeys;
 	char	  **keys;
+	TupleDesc	rowdesc;		/* the relation's row type, for whole-row samples */
 	int64		total_rows;
 	bool		counted;
 	MemoryContext cxt;			/* outlives SPI and subtransactions */
@@ -151,12 +153,13 @@ scan_receive(TupleTableSlot *slot, DestReceiver *self)
 				appendStringInfoChar(&res->samples, ',');
 			if (run->nkeys == 0)
 			{
-				if (slot->tts_isnull[0])
-					appendStringInfoString(&res->samples, "null");
-				else
-					appendStringInfoString(&res->samples,
-										   TextDatumGetCString(DirectFunctionCall1(row_to_json,
-																				   slot->tts_values[0])));
+				/* The row as row_to_json(r.*) writes it. */
+				HeapTuple	row = heap_form_tuple(run->rowdesc, slot->tts_values,
+												  slot->tts_isnull);
+
+				appendStringInfoString(&res->samples,
+									   TextDatumGetCString(DirectFunctionCall1(row_to_json,
+																			   heap_copy_tuple_as_datum(row, run->rowdesc))));
 			}
 			else
 			{
@@ -239,9 +242,29 @@ scan_rules(void *arg)
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT ");
-	/* COALESCE(r.*) is the whole row even when a column is named like the relation. */
+	/*
+	 * Without key columns a sample is the whole row: its columns are
+	 * selected one by one (they are deformed anyway) and put together only
+	 * for the few rows that become samples, not for every row scanned.
+	 */
 	if (samples && run->nkeys == 0)
-		appendStringInfo(&sql, "COALESCE(%s.*)", run->alias);
+	{
+		TupleDesc	rowdesc = run->rowdesc;
+		bool		first = true;
+
+		for (int a = 0; a < rowdesc->natts; a++)
+		{
+			Form_pg_attribute att = TupleDescAttr(rowdesc, a);
+
+			appendStringInfoString(&sql, first ? "" : ", ");
+			if (att->attisdropped)
+				appendStringInfoString(&sql, "NULL::pg_catalog.int4");
+			else
+				appendStringInfo(&sql, "%s.%s", run->alias,
+								 quote_identifier(NameStr(att->attname)));
+			first = false;
+		}
+	}
 	for (int k = 0; samples && k < run->nkeys; k++)
 		appendStringInfo(&sql, "%s%s.%s", k > 0 ? ", " : "", run->alias,
 						 quote_identifier(run->keys[k]));
@@ -256,7 +279,7 @@ scan_rules(void *arg)
 	sr.run = run;
 	sr.nactive = a->n;
 	sr.active = a->idx;
-	sr.idcols = samples ? Max(run->nkeys, 1) : 0;
+	sr.idcols = !samples ? 0 : run->nkeys > 0 ? run->nkeys : run->rowdesc->natts;
 	for (int j = 0; j < a->n; j++)
 	{
 		RuleResult *res = &run->results[a->idx[j]];
@@ -531,6 +554,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a table, view or materialized view", get_rel_name(relid))));
 	run->cxt = CurrentMemoryContext;
+	run->rowdesc = lookup_rowtype_tupdesc_copy(get_rel_type_id(relid), -1);
 	parse_options(run, options);
 	rs = rules_parse(doc);
 	run->rules = rs;
