@@ -20,3 +20,7 @@ PG_CPPFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS does not track header dependencies: rebuild every object when a
+# header changes, so no object is built against an old struct layout.
+$(OBJS): $(wildcard src/*.h)

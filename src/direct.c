@@ -85,6 +85,7 @@ direct_open(TargetInfo *t)
 	for (int i = 0; i < DIRECT_INSERT_ROWS; i++)
 		w->inserts[i] = table_slot_create(w->rel, NULL);
 	w->bistate = GetBulkInsertState();
+	EvalPlanQualInit(&w->epq, w->estate, NULL, NIL, -1);
 
 	/* Columns the batch does not provide take their defaults on insert. */
 	w->default_atts = palloc(sizeof(AttrNumber) * desc->natts);
@@ -135,6 +136,7 @@ void
 direct_close(DirectWriter *w)
 {
 	direct_flush_inserts(w);
+	EvalPlanQualEnd(&w->epq);
 	FreeBulkInsertState(w->bistate);
 	for (int i = 0; i < DIRECT_INSERT_ROWS; i++)
 		ExecDropSingleTupleTableSlot(w->inserts[i]);
@@ -218,8 +220,6 @@ direct_update(Merger *m, ProbePart *found)
 {
 	DirectWriter *w = m->direct;
 	TupleTableSlot *slot = w->slot;
-	EPQState	epq;
-
 	ResetPerTupleExprContext(w->estate);
 	ExecClearTuple(slot);
 	slot_getallattrs(found->slot);
@@ -230,8 +230,6 @@ direct_update(Merger *m, ProbePart *found)
 	/* A tombstone keeps the row's last payload; only its state moves. */
 	direct_fill(m, slot, !m->rows[0].is_delete);
 	ExecStoreVirtualTuple(slot);
-	EvalPlanQualInit(&epq, w->estate, NULL, NIL, -1);
-	ExecSimpleRelationUpdate(w->rri, w->estate, &epq, found->slot, slot);
-	EvalPlanQualEnd(&epq);
+	ExecSimpleRelationUpdate(w->rri, w->estate, &w->epq, found->slot, slot);
 }
 

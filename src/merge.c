@@ -242,8 +242,8 @@ same_key(Merger *m, TupleTableSlot *slot)
 		bool		isnull;
 		Datum		d = slot_getattr(slot, a, &isnull);
 
-		if (!DatumGetBool(OidFunctionCall2Coll(t->key_eq_procs[i], t->key_collations[i],
-											   m->values[a - 1], d)))
+		if (!DatumGetBool(FunctionCall2Coll(&m->key_eq[i], t->key_collations[i],
+											m->values[a - 1], d)))
 			return false;
 	}
 	return true;
@@ -308,6 +308,9 @@ merge_batch(BatchState *b)
 	m.values = palloc(sizeof(Datum) * b->sortdesc->natts);
 	m.isnull = palloc(sizeof(bool) * b->sortdesc->natts);
 	m.maxrows = 16;
+	m.key_eq = palloc(sizeof(FmgrInfo) * m.t->nkeys);
+	for (int i = 0; i < m.t->nkeys; i++)
+		fmgr_info(m.t->key_eq_procs[i], &m.key_eq[i]);
 	m.rows = palloc(sizeof(GroupRow) * m.maxrows);
 	initStringInfo(&m.named);
 	m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"

@@ -78,6 +78,8 @@ typedef struct DirectWriter
 	AttrNumber *default_atts;
 	ExprState **default_exprs;
 
+	EPQState	epq;			/* never used for rechecks: nothing runs concurrently */
+
 	/* New keys go in as multi-row inserts, the way COPY writes. */
 	TupleTableSlot *inserts[DIRECT_INSERT_ROWS];
 	int			ninserts;
@@ -96,6 +98,8 @@ typedef struct Merger
 	GroupRow   *rows;
 	int			nrows;
 	int			maxrows;
+
+	FmgrInfo   *key_eq;			/* equality of each key column */
 
 	Probe	   *probe;
 	Probe	   *latest;			/* REPEATABLE READ: catches concurrent inserts */

@@ -94,9 +94,10 @@ state_buffer_flush(StateBuffer *buf)
 
 	if (buf->nrows == 0)
 		return;
-	args = palloc(sizeof(Datum) * buf->ncolumns);
+	/* The arrays live in the buffer's context, reset below: no leak per flush. */
+	args = MemoryContextAlloc(buf->cxt, sizeof(Datum) * buf->ncolumns);
 	for (int i = 0; i < buf->ncolumns; i++)
-		args[i] = makeArrayResult(buf->columns[i], CurrentMemoryContext);
+		args[i] = makeArrayResult(buf->columns[i], buf->cxt);
 	state_user_enter(&su);
 	if (SPI_execute_with_args(buf->sql, buf->ncolumns, buf->array_types, args,
 							  NULL, false, 0) != SPI_OK_INSERT)
