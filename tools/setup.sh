@@ -50,6 +50,27 @@ fsync = off
 EOF
 }
 
+# A postmaster of an earlier cluster at this path whose folder was deleted
+# (rm -rf of a clone, then a new clone) still runs; when it notices its
+# data directory is gone it shuts down and removes the socket files, which
+# by then are the new cluster's.  Stop it before starting a new one.
+stop_orphaned_postmaster() {
+	local pid cmd
+	for pid in $(pgrep -u postgres -x postgres || true); do
+		cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || continue
+		case $cmd in
+		*" -D $PGCLUSTER_DATA "*)
+			warn "stopping postmaster $pid of a deleted cluster at $PGCLUSTER_DATA"
+			kill -INT "$pid" 2>/dev/null || true
+			for _ in $(seq 1 60); do
+				kill -0 "$pid" 2>/dev/null || break
+				sleep 0.5
+			done
+			;;
+		esac
+	done
+}
+
 init_cluster() {
 	if [ "$RECONCILE_STATE" != "$RECONCILE_ROOT" ]; then
 		warn "the postgres user cannot use $RECONCILE_ROOT/.pgcluster" \
@@ -62,6 +83,7 @@ init_cluster() {
 	if [ -f "$PGCLUSTER_DATA/PG_VERSION" ]; then
 		log "cluster: reusing $PGCLUSTER_DATA"
 	else
+		stop_orphaned_postmaster
 		log "cluster: initdb in $PGCLUSTER_DATA"
 		rm -rf "$PGCLUSTER_DATA"
 		as_postgres "$PG_BINDIR/initdb" -D "$PGCLUSTER_DATA" -U postgres \
