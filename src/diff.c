@@ -899,17 +899,34 @@ reconcile_diff(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+
+/*
+ * The counts as the summary's columns: rows on each side, matched,
+ * missing, extra, mismatched, duplicate and NULL keys, per-column jsonb.
+ */
+void
+diff_summary_values(DiffSpec *spec, DiffCounts *counts, Datum *values)
+{
+	values[0] = Int64GetDatum(counts->rows_source);
+	values[1] = Int64GetDatum(counts->rows_target);
+	values[2] = Int64GetDatum(counts->matched);
+	values[3] = Int64GetDatum(counts->missing_in_target);
+	values[4] = Int64GetDatum(counts->extra_in_target);
+	values[5] = Int64GetDatum(counts->mismatched);
+	values[6] = Int64GetDatum(counts->duplicate_keys);
+	values[7] = Int64GetDatum(counts->null_keys);
+	values[8] = JsonbPGetDatum(diff_column_counts_jsonb(spec, counts));
+}
 Datum
 reconcile_diff_summary(PG_FUNCTION_ARGS)
 {
 	TupleDesc	desc;
 	DiffSpec   *spec;
 	DiffCounts	counts;
-	Datum		values[9];
-	bool		nulls[9] = {0};
+	Datum		values[DIFF_SUMMARY_NATTS];
+	bool		nulls[DIFF_SUMMARY_NATTS] = {0};
 	HeapTuple	tup;
 	MemoryContext caller = CurrentMemoryContext;
-	Jsonb	   *percol;
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -917,16 +934,7 @@ reconcile_diff_summary(PG_FUNCTION_ARGS)
 	spec = prepare_from_args(fcinfo);
 	diff_execute(spec, NULL, NULL, &counts);
 	MemoryContextSwitchTo(caller);
-	percol = diff_column_counts_jsonb(spec, &counts);
-	values[0] = Int64GetDatum(counts.rows_source);
-	values[1] = Int64GetDatum(counts.rows_target);
-	values[2] = Int64GetDatum(counts.matched);
-	values[3] = Int64GetDatum(counts.missing_in_target);
-	values[4] = Int64GetDatum(counts.extra_in_target);
-	values[5] = Int64GetDatum(counts.mismatched);
-	values[6] = Int64GetDatum(counts.duplicate_keys);
-	values[7] = Int64GetDatum(counts.null_keys);
-	values[8] = JsonbPGetDatum(percol);
+	diff_summary_values(spec, &counts, values);
 	tup = heap_form_tuple(BlessTupleDesc(desc), values, nulls);
 	SPI_finish();
 	return HeapTupleGetDatum(tup);

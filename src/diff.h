@@ -113,4 +113,8 @@ extern void diff_execute(DiffSpec *spec, Tuplestorestate *findings,
 extern Jsonb *diff_column_counts_jsonb(DiffSpec *spec, DiffCounts *counts);
 extern int64 diff_findings_total(DiffCounts *counts);
 
+/* The summary's columns, in reconcile_diff_summary's order. */
+#define DIFF_SUMMARY_NATTS 9
+extern void diff_summary_values(DiffSpec *spec, DiffCounts *counts, Datum *values);
+
 #endif							/* RECONCILE_DIFF_H */

@@ -175,15 +175,7 @@ run_job(DiffJob *job, const char *runner, TupleDesc *rowdesc,
 	args[2] = ObjectIdGetDatum(target);
 	args[3] = TimestampTzGetDatum(started);
 	args[4] = TimestampTzGetDatum(GetCurrentTimestamp());
-	args[5] = Int64GetDatum(counts.rows_source);
-	args[6] = Int64GetDatum(counts.rows_target);
-	args[7] = Int64GetDatum(counts.matched);
-	args[8] = Int64GetDatum(counts.missing_in_target);
-	args[9] = Int64GetDatum(counts.extra_in_target);
-	args[10] = Int64GetDatum(counts.mismatched);
-	args[11] = Int64GetDatum(counts.duplicate_keys);
-	args[12] = Int64GetDatum(counts.null_keys);
-	args[13] = JsonbPGetDatum(diff_column_counts_jsonb(spec, &counts));
+	diff_summary_values(spec, &counts, &args[5]);	/* args[5] .. args[13] */
 	args[14] = Int64GetDatum(diff_findings_total(&counts));
 	args[15] = (Datum) 0;
 	nulls[15] = 'n';
