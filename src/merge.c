@@ -339,6 +339,7 @@ merge_batch(BatchState *b)
 	}
 	if (in_group)
 		merge_group_in_context(&m);
+	progress_rows(nmerged);
 	ExecDropSingleTupleTableSlot(slot);
 	tuplesort_end(b->sort);
 	b->sort = NULL;

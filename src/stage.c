@@ -721,6 +721,7 @@ stage_read(BatchState *b)
 	receiver_init(&r.dest, stage_receive);
 	while (PortalRunFetch(portal, FETCH_FORWARD, FETCH_ROWS, &r.dest) > 0)
 		state_buffer_flush(r.rejects);
+	progress_rows(r.nread);
 	SPI_cursor_close(portal);
 	MemoryContextDelete(r.rowcxt);
 	reconcile_sha256_end(r.sha);
