@@ -508,8 +508,10 @@ rules_refuse_volatile(Rule *r, Node *query)
 }
 
 void
-rules_plan_row_rule(Rule *r, const char *relsql, const char *alias, bool attached)
+rules_plan_row_rule(Rule *r, const char *relsql, const char *alias, bool attached,
+					Node **expr)
 {
+	MemoryContext cxt = CurrentMemoryContext;
 	char	   *sql = psprintf("SELECT (%s\n) FROM %s AS %s LIMIT 0", r->text, relsql, alias);
 	SPIPlanPtr	plan = SPI_prepare(sql, 0, NULL);
 	CachedPlanSource *ps;
@@ -539,6 +541,13 @@ rules_plan_row_rule(Rule *r, const char *relsql, const char *alias, bool attache
 				 errhint("A row rule is true when the row is valid.")));
 	if (SPI_execute_plan(plan, NULL, NULL, true, 0) < 0)
 		elog(ERROR, "could not run rule \"%s\"", r->name);
+	if (expr != NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+
+		*expr = copyObject((Node *) linitial_node(TargetEntry, q->targetList)->expr);
+		MemoryContextSwitchTo(old);
+	}
 	SPI_freeplan(plan);
 }
 

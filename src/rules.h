@@ -50,8 +50,18 @@ extern RuleSet *rules_parse(Jsonb *doc);
 extern char *rules_quote_relation(Oid relid);
 extern char *rules_substitute_table(const char *sql, const char *table);
 extern void rules_plan_row_rule(Rule *r, const char *relsql, const char *alias,
-								bool attached);
+								bool attached, Node **expr);
 extern void rules_refuse_volatile(Rule *r, Node *query);
+
+/* ---- rules_eval.c: evaluating row rules on scanned rows ---- */
+
+typedef struct RuleEval RuleEval;
+
+extern bool rule_eval_supported(Node *expr);
+extern RuleEval *rule_eval_begin(Node **exprs, int n);
+extern int	rule_eval_shared(RuleEval *ev);
+extern void rule_eval_row(RuleEval *ev, TupleTableSlot *slot, bool *violated);
+extern void rule_eval_end(RuleEval *ev);
 
 /* ---- rules_attach.c: loader hooks (called from stage.c, batch.c, receipt.c) ---- */
 

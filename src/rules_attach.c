@@ -68,7 +68,7 @@ plan_rules_strict(RuleSet *rs, const char *relsql, const char *alias,
 		cb.previous = error_context_stack;
 		error_context_stack = &cb;
 		if (r->severity != RULE_DATASET)
-			rules_plan_row_rule(r, relsql, alias, true);
+			rules_plan_row_rule(r, relsql, alias, true, NULL);
 		else
 		{
 			SPIPlanPtr	plan = SPI_prepare(psprintf("%sSELECT v FROM (%s\n) AS v", prefix,

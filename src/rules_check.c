@@ -16,12 +16,15 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/sysattr.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
 #include "tcop/dest.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
@@ -73,6 +76,7 @@ typedef struct RuleResult
 	int			nsamples;
 	StringInfoData samples;		/* JSON array elements, comma separated */
 	char	   *error;
+	Node	   *expr;			/* parse-analysed, when rule_eval can run it */
 } RuleResult;
 
 typedef struct CheckRun
@@ -85,6 +89,7 @@ typedef struct CheckRun
 	int			sample;
 	int			nkeys;
 	char	  **keys;
+	AttrNumber *keyatts;
 	TupleDesc	rowdesc;		/* the relation's row type, for whole-row samples */
 	int64		total_rows;
 	bool		counted;
@@ -116,13 +121,21 @@ append_json_value(StringInfo buf, Datum value, bool isnull, Oid type)
 		escape_json(buf, text);
 }
 
+/*
+ * The scan query returns the relation's columns at their own positions
+ * (a column no rule or sample needs as a null), then one "IS NOT TRUE"
+ * column per rule the query evaluates itself.  The other rules are
+ * evaluated here, by rule_eval, on those columns.
+ */
 typedef struct ScanReceiver
 {
 	DestReceiver pub;
 	CheckRun   *run;
 	int			nactive;
 	int		   *active;			/* indexes into run->results */
-	int			idcols;			/* sample columns before the rule columns */
+	int		   *source;			/* per active rule: its column, or -1 - its index in eval */
+	RuleEval   *eval;
+	bool	   *violated;		/* per rule in eval, for the current row */
 	int64		rows;
 }			ScanReceiver;
 
@@ -131,17 +144,20 @@ scan_receive(TupleTableSlot *slot, DestReceiver *self)
 {
 	ScanReceiver *sr = (ScanReceiver *) self;
 	CheckRun   *run = sr->run;
-	int			idcols = sr->idcols;
 
 	CHECK_FOR_INTERRUPTS();
 	slot_getallattrs(slot);
 	sr->rows++;
+	if (sr->eval != NULL)
+		rule_eval_row(sr->eval, slot, sr->violated);
 	for (int j = 0; j < sr->nactive; j++)
 	{
 		RuleResult *res = &run->results[sr->active[j]];
-		int			col = idcols + j;
+		int			col = sr->source[j];
 
-		if (slot->tts_isnull[col] || !DatumGetBool(slot->tts_values[col]))
+		if (col >= 0 ?
+			slot->tts_isnull[col] || !DatumGetBool(slot->tts_values[col]) :
+			!sr->violated[-1 - col])
 			continue;
 		res->invalid++;
 		if (res->nsamples < run->sample)
@@ -166,12 +182,14 @@ scan_receive(TupleTableSlot *slot, DestReceiver *self)
 				appendStringInfoChar(&res->samples, '{');
 				for (int k = 0; k < run->nkeys; k++)
 				{
+					int			pos = run->keyatts[k] - 1;
+
 					if (k > 0)
 						appendStringInfoChar(&res->samples, ',');
 					escape_json(&res->samples, run->keys[k]);
 					appendStringInfoChar(&res->samples, ':');
-					append_json_value(&res->samples, slot->tts_values[k], slot->tts_isnull[k],
-									  TupleDescAttr(desc, k)->atttypid);
+					append_json_value(&res->samples, slot->tts_values[pos], slot->tts_isnull[pos],
+									  TupleDescAttr(desc, pos)->atttypid);
 				}
 				appendStringInfoChar(&res->samples, '}');
 			}
@@ -235,51 +253,78 @@ scan_rules(void *arg)
 {
 	ScanArgs   *a = arg;
 	CheckRun   *run = a->run;
+	TupleDesc	rowdesc = run->rowdesc;
 	StringInfoData sql;
 	ScanReceiver sr;
 	SPIExecuteOptions opts;
 	bool		samples = run->sample > 0 && a->n > 0;
-
-	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT ");
-	/*
-	 * Without key columns a sample is the whole row: its columns are
-	 * selected one by one (they are deformed anyway) and put together only
-	 * for the few rows that become samples, not for every row scanned.
-	 */
-	if (samples && run->nkeys == 0)
-	{
-		TupleDesc	rowdesc = run->rowdesc;
-		bool		first = true;
-
-		for (int a = 0; a < rowdesc->natts; a++)
-		{
-			Form_pg_attribute att = TupleDescAttr(rowdesc, a);
-
-			appendStringInfoString(&sql, first ? "" : ", ");
-			if (att->attisdropped)
-				appendStringInfoString(&sql, "NULL::pg_catalog.int4");
-			else
-				appendStringInfo(&sql, "%s.%s", run->alias,
-								 quote_identifier(NameStr(att->attname)));
-			first = false;
-		}
-	}
-	for (int k = 0; samples && k < run->nkeys; k++)
-		appendStringInfo(&sql, "%s%s.%s", k > 0 ? ", " : "", run->alias,
-						 quote_identifier(run->keys[k]));
-	for (int j = 0; j < a->n; j++)
-		appendStringInfo(&sql, "%s(%s\n) IS NOT TRUE",
-						 (j > 0 || samples) ? ", " : "",
-						 run->results[a->idx[j]].rule->text);
-	appendStringInfo(&sql, " FROM %s AS %s", run->relsql, run->alias);
+	bool	   *needed = palloc0(sizeof(bool) * (rowdesc->natts + 1));
+	Node	  **exprs = palloc(sizeof(Node *) * Max(a->n, 1));
+	int			nexprs = 0;
+	int			ncols = rowdesc->natts;
 
 	memset(&sr, 0, sizeof(sr));
 	receiver_init(&sr.pub, scan_receive);
 	sr.run = run;
 	sr.nactive = a->n;
 	sr.active = a->idx;
-	sr.idcols = !samples ? 0 : run->nkeys > 0 ? run->nkeys : run->rowdesc->natts;
+	sr.source = palloc(sizeof(int) * Max(a->n, 1));
+
+	/*
+	 * Without key columns a sample is the whole row: every column is
+	 * selected (they are deformed anyway) and put together only for the few
+	 * rows that become samples, not for every row scanned.
+	 */
+	for (int c = 1; c <= rowdesc->natts; c++)
+		needed[c] = samples && run->nkeys == 0;
+	for (int k = 0; samples && k < run->nkeys; k++)
+		needed[run->keyatts[k]] = true;
+	for (int j = 0; j < a->n; j++)
+	{
+		RuleResult *res = &run->results[a->idx[j]];
+
+		if (res->expr != NULL)
+		{
+			Bitmapset  *atts = NULL;
+			int			x = -1;
+
+			pull_varattnos(res->expr, 1, &atts);
+			while ((x = bms_next_member(atts, x)) >= 0)
+				needed[x + FirstLowInvalidHeapAttributeNumber] = true;
+			sr.source[j] = -1 - nexprs;
+			exprs[nexprs++] = res->expr;
+		}
+		else
+			sr.source[j] = ncols++;
+	}
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	for (int c = 1; c <= rowdesc->natts; c++)
+	{
+		Form_pg_attribute att = TupleDescAttr(rowdesc, c - 1);
+
+		appendStringInfoString(&sql, c > 1 ? ", " : "");
+		if (att->attisdropped || !needed[c])
+			appendStringInfoString(&sql, "NULL::pg_catalog.int4");
+		else
+			appendStringInfo(&sql, "%s.%s", run->alias,
+							 quote_identifier(NameStr(att->attname)));
+	}
+	for (int j = 0; j < a->n; j++)
+		if (sr.source[j] >= 0)
+			appendStringInfo(&sql, "%s(%s\n) IS NOT TRUE",
+							 sr.source[j] > 0 ? ", " : "",
+							 run->results[a->idx[j]].rule->text);
+	appendStringInfo(&sql, " FROM %s AS %s", run->relsql, run->alias);
+
+	if (nexprs > 0)
+	{
+		sr.eval = rule_eval_begin(exprs, nexprs);
+		sr.violated = palloc(sizeof(bool) * nexprs);
+		elog(DEBUG1, "reconcile_check evaluates %d rules, sharing %d subexpressions",
+			 nexprs, rule_eval_shared(sr.eval));
+	}
 	for (int j = 0; j < a->n; j++)
 	{
 		RuleResult *res = &run->results[a->idx[j]];
@@ -294,6 +339,8 @@ scan_rules(void *arg)
 	opts.dest = (DestReceiver *) &sr;
 	if (SPI_execute_extended(sql.data, &opts) < 0)
 		elog(ERROR, "could not scan relation %s", run->relsql);
+	if (sr.eval != NULL)
+		rule_eval_end(sr.eval);
 	run->total_rows = sr.rows;
 	run->counted = true;
 	for (int j = 0; j < a->n; j++)
@@ -400,17 +447,39 @@ run_dataset_check(void *arg)
 
 typedef struct PlanArgs
 {
-	Rule	   *rule;
-	const char *relsql;
-	const char *alias;
+	CheckRun   *run;
+	RuleResult *res;
+	int			index;			/* of res in run->results */
 } PlanArgs;
+
+/*
+ * Keep the parse-analysed expressions of planned rules (targets, in the
+ * order of idx) that rule_eval can run; the others stay in the scan query.
+ */
+static void
+keep_rule_exprs(CheckRun *run, int *idx, List *targets)
+{
+	MemoryContext old = MemoryContextSwitchTo(run->cxt);
+	ListCell   *lc;
+	int			j = 0;
+
+	foreach(lc, targets)
+	{
+		Node	   *expr = (Node *) lfirst_node(TargetEntry, lc)->expr;
+
+		run->results[idx[j++]].expr = rule_eval_supported(expr) ? copyObject(expr) : NULL;
+	}
+	MemoryContextSwitchTo(old);
+}
 
 static void
 plan_row_rule_cb(void *arg)
 {
 	PlanArgs   *a = arg;
+	Node	   *expr;
 
-	rules_plan_row_rule(a->rule, a->relsql, a->alias, false);
+	rules_plan_row_rule(a->res->rule, a->run->relsql, a->run->alias, false, &expr);
+	keep_rule_exprs(a->run, &a->index, list_make1(makeTargetEntry((Expr *) expr, 1, NULL, false)));
 }
 
 /*
@@ -446,6 +515,7 @@ plan_rules_together(void *arg)
 			elog(ERROR, "a rule is not boolean");
 	if (SPI_execute_plan(plan, NULL, NULL, true, 0) < 0)
 		elog(ERROR, "could not run the rules");
+	keep_rule_exprs(run, a->idx, q->targetList);
 	SPI_freeplan(plan);
 }
 
@@ -457,6 +527,7 @@ parse_options(CheckRun *run, Jsonb *options)
 	JsonbIteratorToken tok;
 	char	   *key = NULL;
 	List	   *keys = NIL;
+	List	   *keyatts = NIL;
 
 	run->sample = DEFAULT_SAMPLE;
 	if (options == NULL)
@@ -510,7 +581,8 @@ parse_options(CheckRun *run, Jsonb *options)
 							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							 errmsg("option \"key_columns\" must be an array of column names")));
 				col = jbv_string(&av);
-				if (get_attnum(run->relid, col) == InvalidAttrNumber)
+				keyatts = lappend_int(keyatts, get_attnum(run->relid, col));
+				if (llast_int(keyatts) == InvalidAttrNumber)
 					ereport(ERROR,
 							(errcode(ERRCODE_UNDEFINED_COLUMN),
 							 errmsg("key column \"%s\" does not exist in relation %s",
@@ -526,8 +598,12 @@ parse_options(CheckRun *run, Jsonb *options)
 	}
 	run->nkeys = list_length(keys);
 	run->keys = palloc(sizeof(char *) * Max(run->nkeys, 1));
+	run->keyatts = palloc(sizeof(AttrNumber) * Max(run->nkeys, 1));
 	for (int i = 0; i < run->nkeys; i++)
+	{
 		run->keys[i] = list_nth(keys, i);
+		run->keyatts[i] = list_nth_int(keyatts, i);
+	}
 }
 
 /*
@@ -594,7 +670,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 			for (int j = 0; j < together.n; j++)
 			{
 				RuleResult *res = &run->results[together.idx[j]];
-				PlanArgs	pa = {res->rule, run->relsql, run->alias};
+				PlanArgs	pa = {run, res, together.idx[j]};
 				ErrorData  *error;
 
 				CHECK_FOR_INTERRUPTS();

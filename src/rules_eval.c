@@ -1,0 +1,346 @@
+/*
+ * rules_eval.c
+ *		Evaluate the row rules of a document on each scanned row, computing
+ *		each subexpression the rules share once per row.
+ *
+ * Rule documents repeat themselves: ten thresholds on one balance formula,
+ * one category test guarding several rules.  The executor evaluates each
+ * occurrence on its own, so reconcile_check evaluates the rules itself,
+ * with PostgreSQL's expression machinery, over rows its scan query
+ * returns.  A subexpression that occurs more than once (not volatile, not
+ * depending on a CASE's test value) becomes a parameter whose value is
+ * computed the first time a rule asks for it on a row and reused for the
+ * rest of that row.  Being computed on demand, it is evaluated only where
+ * some rule would have evaluated it anyway: a shared division guarded by a
+ * CASE raises no error the rules themselves would not raise.
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/params.h"
+#include "optimizer/optimizer.h"
+#include "utils/memutils.h"
+
+#include "rules.h"
+
+typedef struct SharedExpr
+{
+	Node	   *expr;			/* the subexpression, as it occurs in the rules */
+	uint32		hash;
+	int			count;			/* occurrences in all rules */
+	int			paramid;		/* 0 until a rule or a shared value uses it */
+	ExprState  *state;
+	uint64		row;			/* the row value and isnull belong to */
+	Datum		value;
+	bool		isnull;
+} SharedExpr;
+
+struct RuleEval
+{
+	MemoryContext cxt;
+	int			nrules;
+	ProjectionInfo *projection;	/* the rules, one result column each */
+	TupleTableSlot *result;
+	List	   *candidates;		/* every SharedExpr seen, used or not */
+	List	   *used;			/* those given a parameter, by paramid */
+	ParamListInfo params;
+	ExprContext *econtext;
+	uint64		row;
+};
+
+/* ---- which expressions a scan can evaluate ---- */
+
+static bool
+unsupported_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var))
+	{
+		Var		   *var = (Var *) node;
+
+		/* only the scanned relation's own columns: no whole row, no ctid */
+		return var->varno != 1 || var->varlevelsup != 0 || var->varattno <= 0;
+	}
+	if (IsA(node, SubLink) || IsA(node, SubPlan) || IsA(node, Param) ||
+		IsA(node, Aggref) || IsA(node, WindowFunc) || IsA(node, GroupingFunc) ||
+		IsA(node, PlaceHolderVar))
+		return true;
+	return expression_tree_walker(node, unsupported_walker, context);
+}
+
+/*
+ * Can a rule (its parse-analysed expression over range table entry 1) be
+ * evaluated here?  Rules with subqueries, whole-row references or system
+ * columns are left to the scan query itself.
+ */
+bool
+rule_eval_supported(Node *expr)
+{
+	return !unsupported_walker(expr, NULL);
+}
+
+/* ---- finding shared subexpressions ---- */
+
+static bool
+context_dependent_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, CaseTestExpr) || IsA(node, CoerceToDomainValue))
+		return true;
+	return expression_tree_walker(node, context_dependent_walker, context);
+}
+
+/* Worth computing once and safe to compute apart from where it occurs. */
+static bool
+shareable(Node *node)
+{
+	switch (nodeTag(node))
+	{
+		case T_OpExpr:
+		case T_FuncExpr:
+		case T_DistinctExpr:
+		case T_NullIfExpr:
+		case T_ScalarArrayOpExpr:
+		case T_BoolExpr:
+		case T_CaseExpr:
+		case T_CoalesceExpr:
+		case T_MinMaxExpr:
+		case T_CoerceViaIO:
+		case T_ArrayCoerceExpr:
+		case T_RowCompareExpr:
+		case T_FieldSelect:
+		case T_SubscriptingRef:
+			break;
+		case T_NullTest:
+			if (IsA(((NullTest *) node)->arg, Var))
+				return false;	/* as cheap as reading a parameter */
+			break;
+		case T_BooleanTest:
+			if (IsA(((BooleanTest *) node)->arg, Var))
+				return false;
+			break;
+		default:
+			return false;
+	}
+	return !contain_volatile_functions(node) && !context_dependent_walker(node, NULL);
+}
+
+/* A hash that equal() subexpressions share: their text, without locations. */
+static uint32
+shape_hash(Node *node)
+{
+	char	   *s = nodeToString(node);
+	char	   *w = s;
+	uint32		h;
+
+	for (char *r = s; *r;)
+	{
+		if (strncmp(r, ":location ", 10) == 0)
+		{
+			r += 10;
+			if (*r == '-')
+				r++;
+			while (*r >= '0' && *r <= '9')
+				r++;
+			continue;
+		}
+		*w++ = *r++;
+	}
+	*w = '\0';
+	h = DatumGetUInt32(hash_any((unsigned char *) s, w - s));
+	pfree(s);
+	return h;
+}
+
+static SharedExpr *
+find_shared(RuleEval *ev, Node *node, uint32 hash)
+{
+	ListCell   *lc;
+
+	foreach(lc, ev->candidates)
+	{
+		SharedExpr *s = lfirst(lc);
+
+		if (s->hash == hash && equal(s->expr, node))
+			return s;
+	}
+	return NULL;
+}
+
+static bool
+count_walker(Node *node, RuleEval *ev)
+{
+	if (node == NULL)
+		return false;
+	if (shareable(node))
+	{
+		uint32		hash = shape_hash(node);
+		SharedExpr *s = find_shared(ev, node, hash);
+
+		if (s == NULL)
+		{
+			s = palloc0(sizeof(SharedExpr));
+			s->expr = node;
+			s->hash = hash;
+			ev->candidates = lappend(ev->candidates, s);
+		}
+		s->count++;
+	}
+	return expression_tree_walker(node, count_walker, (void *) ev);
+}
+
+typedef struct ReplaceContext
+{
+	RuleEval   *ev;
+	Node	   *root;			/* not replaced by itself */
+	int			above;			/* replace what occurs more often than this */
+} ReplaceContext;
+
+/*
+ * Replace, top down, each subexpression that occurs more often than its
+ * surroundings by a parameter.  Within a shared expression, a part that
+ * occurs nowhere else stays inline: it is computed once with its whole.
+ */
+static Node *
+replace_mutator(Node *node, ReplaceContext *cxt)
+{
+	if (node == NULL)
+		return NULL;
+	if (node != cxt->root && shareable(node))
+	{
+		SharedExpr *s = find_shared(cxt->ev, node, shape_hash(node));
+
+		if (s != NULL && s->count >= 2 && s->count > cxt->above)
+		{
+			Param	   *p = makeNode(Param);
+
+			if (s->paramid == 0)
+			{
+				cxt->ev->used = lappend(cxt->ev->used, s);
+				s->paramid = list_length(cxt->ev->used);
+			}
+			p->paramkind = PARAM_EXTERN;
+			p->paramid = s->paramid;
+			p->paramtype = exprType(node);
+			p->paramtypmod = exprTypmod(node);
+			p->paramcollid = exprCollation(node);
+			p->location = -1;
+			return (Node *) p;
+		}
+	}
+	return expression_tree_mutator(node, replace_mutator, (void *) cxt);
+}
+
+/* ---- evaluation ---- */
+
+/*
+ * The value of a shared subexpression, asked for by a rule: computed on
+ * the first request of a row, remembered for the rest of it.
+ */
+static ParamExternData *
+shared_param_fetch(ParamListInfo params, int paramid, bool speculative,
+				   ParamExternData *workspace)
+{
+	RuleEval   *ev = params->paramFetchArg;
+	SharedExpr *s = list_nth(ev->used, paramid - 1);
+
+	if (s->row != ev->row)
+	{
+		s->value = ExecEvalExpr(s->state, ev->econtext, &s->isnull);
+		s->row = ev->row;
+	}
+	workspace->value = s->value;
+	workspace->isnull = s->isnull;
+	workspace->pflags = 0;
+	workspace->ptype = exprType(s->expr);
+	return workspace;
+}
+
+/*
+ * Prepare the rules (parse-analysed boolean expressions, each supported)
+ * for evaluation on rows whose attribute i is the relation's column i + 1.
+ * The rules are compiled as one projection, as the executor would compile
+ * a query's target list; shared values are parameters fetched on demand.
+ */
+RuleEval *
+rule_eval_begin(Node **exprs, int n)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "reconcile rule evaluation",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	RuleEval   *ev = palloc0(sizeof(RuleEval));
+	Node	  **planned = palloc(sizeof(Node *) * Max(n, 1));
+	List	   *targets = NIL;
+	TupleDesc	desc = CreateTemplateTupleDesc(n);
+
+	ev->cxt = cxt;
+	ev->nrules = n;
+	for (int i = 0; i < n; i++)
+	{
+		planned[i] = (Node *) expression_planner((Expr *) copyObject(exprs[i]));
+		count_walker(planned[i], ev);
+	}
+	for (int i = 0; i < n; i++)
+	{
+		ReplaceContext rc = {ev, NULL, 1};
+
+		targets = lappend(targets,
+						  makeTargetEntry((Expr *) replace_mutator(planned[i], &rc),
+										  i + 1, NULL, false));
+		TupleDescInitEntry(desc, i + 1, NULL, BOOLOID, -1, 0);
+	}
+
+	ev->econtext = CreateStandaloneExprContext();
+	/* Definitions may use further shared values, appended as found. */
+	for (int k = 0; k < list_length(ev->used); k++)
+	{
+		SharedExpr *s = list_nth(ev->used, k);
+		ReplaceContext rc = {ev, s->expr, s->count};
+
+		s->state = ExecInitExpr((Expr *) replace_mutator(s->expr, &rc), NULL);
+	}
+	ev->params = makeParamList(list_length(ev->used));
+	ev->params->paramFetch = shared_param_fetch;
+	ev->params->paramFetchArg = ev;
+	ev->econtext->ecxt_param_list_info = ev->params;
+	ev->result = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	ev->projection = ExecBuildProjectionInfo(targets, ev->econtext, ev->result, NULL, NULL);
+	MemoryContextSwitchTo(old);
+	return ev;
+}
+
+/* How many shared subexpressions the rules compute once per row. */
+int
+rule_eval_shared(RuleEval *ev)
+{
+	return list_length(ev->used);
+}
+
+/* Evaluate every rule on one row: violated[i] when rule i is false or null. */
+void
+rule_eval_row(RuleEval *ev, TupleTableSlot *slot, bool *violated)
+{
+	TupleTableSlot *result;
+
+	ResetExprContext(ev->econtext);
+	ev->econtext->ecxt_scantuple = slot;
+	ev->row++;
+	result = ExecProject(ev->projection);
+	for (int i = 0; i < ev->nrules; i++)
+		violated[i] = result->tts_isnull[i] || !DatumGetBool(result->tts_values[i]);
+}
+
+void
+rule_eval_end(RuleEval *ev)
+{
+	ExecDropSingleTupleTableSlot(ev->result);
+	FreeExprContext(ev->econtext, true);
+	MemoryContextDelete(ev->cxt);
+}
