@@ -95,6 +95,65 @@ SELECT rule, status, invalid_rows, invalid_pct FROM reconcile_check('empty_accou
 CREATE VIEW open_accounts AS SELECT * FROM accounts WHERE status = 'OPEN';
 SELECT rule, status, invalid_rows, sample FROM reconcile_check('open_accounts', '{"warn": {"adult": "age >= 18"}}', '{"key_columns": ["account_id"]}');
 
+-- Subexpressions the rules share are computed once per row, and only where
+-- a rule asks for them: balance / divisor, shared by three rules, is guarded
+-- by a CASE in each, so row 3 (divisor 0) raises no error.  Every count
+-- matches the rule run on its own and a plain count query.
+CREATE FUNCTION count_violations(expr text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE n bigint;
+BEGIN
+  EXECUTE format('SELECT count(*) FROM accounts WHERE (%s) IS NOT TRUE', expr) INTO n;
+  RETURN n;
+END $$;
+CREATE TABLE shared_rules AS SELECT * FROM jsonb_each_text('{
+  "ratio_low":  "CASE WHEN divisor <> 0 THEN balance / divisor >= 10 ELSE true END",
+  "ratio_high": "CASE WHEN divisor <> 0 THEN balance / divisor < 50 ELSE true END",
+  "ratio_age":  "CASE WHEN divisor = 0 THEN true ELSE balance / divisor + age > 40 END",
+  "open_adult": "NOT (status = ''OPEN'' AND age < 18)",
+  "open_rich":  "NOT (status = ''OPEN'' AND age < 18) OR balance > 10",
+  "shout":      "upper(owner) <> ''BO''",
+  "shout_too":  "upper(owner) <> ''BO''",
+  "guarded":    "COALESCE(divisor = 0 OR 10 / divisor > 2, false)"}') AS r(name, expr);
+SELECT c.rule, c.status, c.invalid_rows, c.sample,
+       c.invalid_rows = (SELECT a.invalid_rows FROM reconcile_check('accounts',
+                           jsonb_build_object('warn', jsonb_build_object(s.name, s.expr))) AS a) AS same_alone,
+       c.invalid_rows = count_violations(s.expr) AS same_as_count
+FROM reconcile_check('accounts', (SELECT jsonb_build_object('warn', jsonb_object_agg(name, expr)) FROM shared_rules),
+                     '{"key_columns": ["account_id"]}') AS c
+JOIN shared_rules AS s ON s.name = c.rule
+ORDER BY c.rule;
+-- Six are shared: balance / divisor, divisor = 0, divisor <> 0, the whole
+-- of "upper(owner) <> 'BO'", and status <> 'OPEN' and age >= 18, which is what
+-- the planner makes of NOT (status = 'OPEN' AND age < 18).
+SET client_min_messages = debug1;
+SELECT count(*) FROM reconcile_check('accounts', (SELECT jsonb_build_object('warn', jsonb_object_agg(name, expr)) FROM shared_rules));
+RESET client_min_messages;
+-- A shared subexpression that fails at run time fails every rule that
+-- evaluates it, and only those.
+SELECT rule, status, invalid_rows, detail FROM reconcile_check('accounts', '{
+  "warn": {"quotient_positive": "balance / divisor > 0", "quotient_small": "balance / divisor < 100",
+           "age_known": "age IS NOT NULL"}}');
+-- Rules the scan query evaluates itself (a subquery, a whole-row reference,
+-- a system column) mix with the others, with whole-row and key samples.
+SELECT rule, status, invalid_rows, sample FROM reconcile_check('accounts', '{
+  "warn": {"subquery": "divisor IN (SELECT divisor FROM accounts WHERE divisor > 1)",
+           "whole_row": "accounts IS NOT NULL",
+           "system_column": "ctid IS NOT NULL AND age > 30",
+           "plain": "balance > 1"}}', '{"sample": 2}');
+SELECT rule, status, invalid_rows, sample FROM reconcile_check('accounts', '{
+  "warn": {"subquery": "divisor IN (SELECT divisor FROM accounts WHERE divisor > 1)",
+           "plain": "balance > 1"}}', '{"key_columns": ["status", "account_id"]}');
+-- A dropped column keeps the others in place.
+CREATE TABLE dropped_col (a int, gone text, b int);
+INSERT INTO dropped_col VALUES (1, 'x', 5), (2, 'y', 3), (3, NULL, NULL);
+ALTER TABLE dropped_col DROP COLUMN gone;
+SELECT rule, status, invalid_rows, sample FROM reconcile_check('dropped_col', '{
+  "warn": {"b_above": "b > a + 1", "b_well_above": "b > a + 2", "whole": "dropped_col IS NOT NULL"}}');
+SELECT rule, status, invalid_rows, sample FROM reconcile_check('dropped_col',
+  '{"warn": {"b_above": "b > a + 1"}}', '{"key_columns": ["b"]}');
+DROP TABLE dropped_col, shared_rules;
+DROP FUNCTION count_violations(text);
+
 -- The parser decides, not string matching: a semicolon in a literal, a
 -- comment, dollar quoting and subqueries that only read are fine.
 SELECT rule, status, invalid_rows FROM reconcile_check('accounts', $doc${"fail": {

@@ -322,8 +322,8 @@ scan_rules(void *arg)
 	{
 		sr.eval = rule_eval_begin(exprs, nexprs);
 		sr.violated = palloc(sizeof(bool) * nexprs);
-		elog(DEBUG1, "reconcile_check evaluates %d rules, sharing %d subexpressions",
-			 nexprs, rule_eval_shared(sr.eval));
+		elog(DEBUG1, "reconcile_check: %d of %d rules evaluated on the scanned rows, %d shared subexpressions computed once per row",
+			 nexprs, a->n, rule_eval_shared(sr.eval));
 	}
 	for (int j = 0; j < a->n; j++)
 	{
