@@ -58,7 +58,7 @@ extern void rules_refuse_volatile(Rule *r, Node *query);
 typedef struct RuleEval RuleEval;
 
 extern bool rule_eval_supported(Node *expr);
-extern RuleEval *rule_eval_begin(Node **exprs, int n);
+extern RuleEval *rule_eval_begin(Node **exprs, int n, TupleDesc rowdesc);
 extern int	rule_eval_shared(RuleEval *ev);
 extern void rule_eval_row(RuleEval *ev, TupleTableSlot *slot, bool *violated);
 extern void rule_eval_end(RuleEval *ev);

@@ -17,7 +17,9 @@
 #include "postgres.h"
 
 #include "common/hashfn.h"
+#include "access/detoast.h"
 #include "catalog/pg_type.h"
+#include "executor/execExpr.h"
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -37,6 +39,7 @@ typedef struct SharedExpr
 	uint64		row;			/* the row value and isnull belong to */
 	Datum		value;
 	bool		isnull;
+	const uint64 *current;		/* the evaluator's row number */
 } SharedExpr;
 
 struct RuleEval
@@ -47,9 +50,13 @@ struct RuleEval
 	TupleTableSlot *result;
 	List	   *candidates;		/* every SharedExpr seen, used or not */
 	List	   *used;			/* those given a parameter, by paramid */
-	ParamListInfo params;
+	EState	   *estate;
 	ExprContext *econtext;
-	uint64		row;
+	uint64		row;			/* rows evaluated so far */
+	int			natts;			/* the relation's columns */
+	int			nexpand;
+	AttrNumber *expand;			/* varlena columns to expand once per row */
+	TupleTableSlot *row_slot;	/* the row with those columns expanded */
 };
 
 /* ---- which expressions a scan can evaluate ---- */
@@ -243,33 +250,61 @@ replace_mutator(Node *node, ReplaceContext *cxt)
  * The value of a shared subexpression, asked for by a rule: computed on
  * the first request of a row, remembered for the rest of it.
  */
-static ParamExternData *
-shared_param_fetch(ParamListInfo params, int paramid, bool speculative,
-				   ParamExternData *workspace)
+static void
+shared_param_eval(ExprState *state, ExprEvalStep *op, ExprContext *econtext)
 {
-	RuleEval   *ev = params->paramFetchArg;
-	SharedExpr *s = list_nth(ev->used, paramid - 1);
+	SharedExpr *s = op->d.cparam.paramarg;
 
-	if (s->row != ev->row)
+	if (s->row != *s->current)
 	{
-		s->value = ExecEvalExpr(s->state, ev->econtext, &s->isnull);
-		s->row = ev->row;
+		s->value = ExecEvalExpr(s->state, econtext, &s->isnull);
+		s->row = *s->current;
 	}
-	workspace->value = s->value;
-	workspace->isnull = s->isnull;
-	workspace->pflags = 0;
-	workspace->ptype = exprType(s->expr);
-	return workspace;
+	*op->resvalue = s->value;
+	*op->resnull = s->isnull;
+}
+
+/* A parameter standing for a shared subexpression compiles to a call of it. */
+static void
+shared_param_compile(ParamListInfo params, Param *param, ExprState *state,
+					 Datum *resv, bool *resnull)
+{
+	RuleEval   *ev = params->paramCompileArg;
+	ExprEvalStep step;
+
+	memset(&step, 0, sizeof(step));
+	step.opcode = EEOP_PARAM_CALLBACK;
+	step.resvalue = resv;
+	step.resnull = resnull;
+	step.d.cparam.paramfunc = shared_param_eval;
+	step.d.cparam.paramarg = list_nth(ev->used, param->paramid - 1);
+	step.d.cparam.paramid = param->paramid;
+	step.d.cparam.paramtype = param->paramtype;
+	ExprEvalPushStep(state, &step);
+}
+
+static bool
+count_vars_walker(Node *node, int *uses)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var))
+	{
+		uses[((Var *) node)->varattno]++;
+		return false;
+	}
+	return expression_tree_walker(node, count_vars_walker, (void *) uses);
 }
 
 /*
  * Prepare the rules (parse-analysed boolean expressions, each supported)
- * for evaluation on rows whose attribute i is the relation's column i + 1.
- * The rules are compiled as one projection, as the executor would compile
- * a query's target list; shared values are parameters fetched on demand.
+ * for evaluation on rows whose attribute i is the relation's column i + 1,
+ * of row type rowdesc.  The rules are compiled as one projection, as the
+ * executor compiles a query's target list; a shared value is a parameter
+ * whose step calls back here.
  */
 RuleEval *
-rule_eval_begin(Node **exprs, int n)
+rule_eval_begin(Node **exprs, int n, TupleDesc rowdesc)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
 											  "reconcile rule evaluation",
@@ -279,6 +314,9 @@ rule_eval_begin(Node **exprs, int n)
 	Node	  **planned = palloc(sizeof(Node *) * Max(n, 1));
 	List	   *targets = NIL;
 	TupleDesc	desc = CreateTemplateTupleDesc(n);
+	int		   *uses = palloc0(sizeof(int) * (rowdesc->natts + 1));
+	ParamListInfo params;
+	PlanState  *parent;
 
 	ev->cxt = cxt;
 	ev->nrules = n;
@@ -290,28 +328,52 @@ rule_eval_begin(Node **exprs, int n)
 	for (int i = 0; i < n; i++)
 	{
 		ReplaceContext rc = {ev, NULL, 1};
+		Node	   *rule = replace_mutator(planned[i], &rc);
 
-		targets = lappend(targets,
-						  makeTargetEntry((Expr *) replace_mutator(planned[i], &rc),
-										  i + 1, NULL, false));
+		count_vars_walker(rule, uses);
+		targets = lappend(targets, makeTargetEntry((Expr *) rule, i + 1, NULL, false));
 		TupleDescInitEntry(desc, i + 1, NULL, BOOLOID, -1, 0);
 	}
 
-	ev->econtext = CreateStandaloneExprContext();
+	params = makeParamList(0);
+	params->paramCompile = shared_param_compile;
+	params->paramCompileArg = ev;
 	/* Definitions may use further shared values, appended as found. */
 	for (int k = 0; k < list_length(ev->used); k++)
 	{
 		SharedExpr *s = list_nth(ev->used, k);
 		ReplaceContext rc = {ev, s->expr, s->count};
+		Node	   *def = replace_mutator(s->expr, &rc);
 
-		s->state = ExecInitExpr((Expr *) replace_mutator(s->expr, &rc), NULL);
+		count_vars_walker(def, uses);
+		s->current = &ev->row;
+		s->state = ExecInitExprWithParams((Expr *) def, params);
 	}
-	ev->params = makeParamList(list_length(ev->used));
-	ev->params->paramFetch = shared_param_fetch;
-	ev->params->paramFetchArg = ev;
-	ev->econtext->ecxt_param_list_info = ev->params;
+
+	/*
+	 * A projection takes its parameter hooks from its parent's EState; this
+	 * parent has nothing else (no scan type: its rows come from a query).
+	 */
+	ev->estate = CreateExecutorState();
+	ev->estate->es_param_list_info = params;
+	parent = palloc0(sizeof(PlanState));
+	parent->state = ev->estate;
+	ev->econtext = CreateExprContext(ev->estate);
 	ev->result = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
-	ev->projection = ExecBuildProjectionInfo(targets, ev->econtext, ev->result, NULL, NULL);
+	ev->projection = ExecBuildProjectionInfo(targets, ev->econtext, ev->result, parent, NULL);
+
+	/*
+	 * A varlena column read more than once per row is expanded once:
+	 * functions that take their arguments unpacked (numeric's) would copy a
+	 * short-header value, and decompress a compressed one, on every use.
+	 */
+	ev->expand = palloc(sizeof(AttrNumber) * Max(rowdesc->natts, 1));
+	for (int a = 1; a <= rowdesc->natts; a++)
+		if (uses[a] > 1 && TupleDescAttr(rowdesc, a - 1)->attlen == -1)
+			ev->expand[ev->nexpand++] = a;
+	if (ev->nexpand > 0)
+		ev->row_slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(rowdesc), &TTSOpsVirtual);
+	ev->natts = rowdesc->natts;
 	MemoryContextSwitchTo(old);
 	return ev;
 }
@@ -323,15 +385,39 @@ rule_eval_shared(RuleEval *ev)
 	return list_length(ev->used);
 }
 
-/* Evaluate every rule on one row: violated[i] when rule i is false or null. */
+/*
+ * Evaluate every rule on one row (its first natts attributes are the
+ * relation's columns): violated[i] when rule i is false or null.
+ */
 void
 rule_eval_row(RuleEval *ev, TupleTableSlot *slot, bool *violated)
 {
+	ExprContext *econtext = ev->econtext;
 	TupleTableSlot *result;
 
-	ResetExprContext(ev->econtext);
-	ev->econtext->ecxt_scantuple = slot;
+	ResetExprContext(econtext);
 	ev->row++;
+	if (ev->nexpand > 0)
+	{
+		TupleTableSlot *row = ev->row_slot;
+		MemoryContext old = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
+
+		slot_getsomeattrs(slot, ev->natts);
+		ExecClearTuple(row);
+		memcpy(row->tts_values, slot->tts_values, sizeof(Datum) * ev->natts);
+		memcpy(row->tts_isnull, slot->tts_isnull, sizeof(bool) * ev->natts);
+		for (int k = 0; k < ev->nexpand; k++)
+		{
+			int			a = ev->expand[k] - 1;
+
+			if (!row->tts_isnull[a] && VARATT_IS_EXTENDED(DatumGetPointer(row->tts_values[a])))
+				row->tts_values[a] = PointerGetDatum(PG_DETOAST_DATUM(row->tts_values[a]));
+		}
+		ExecStoreVirtualTuple(row);
+		MemoryContextSwitchTo(old);
+		slot = row;
+	}
+	econtext->ecxt_scantuple = slot;
 	result = ExecProject(ev->projection);
 	for (int i = 0; i < ev->nrules; i++)
 		violated[i] = result->tts_isnull[i] || !DatumGetBool(result->tts_values[i]);
@@ -341,6 +427,8 @@ void
 rule_eval_end(RuleEval *ev)
 {
 	ExecDropSingleTupleTableSlot(ev->result);
-	FreeExprContext(ev->econtext, true);
+	if (ev->row_slot != NULL)
+		ExecDropSingleTupleTableSlot(ev->row_slot);
+	FreeExecutorState(ev->estate);
 	MemoryContextDelete(ev->cxt);
 }
