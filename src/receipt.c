@@ -20,6 +20,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
@@ -30,7 +31,13 @@
 #include "reconcile.h"
 #include "rules.h"
 
+/*
+ * A buffer is written out at this many rows or this many bytes of values,
+ * whichever comes first: its memory stays bounded however wide the rows
+ * (a conflict keeps both payloads) and however many the batch has.
+ */
 #define STATE_BUFFER_ROWS 10000
+#define STATE_BUFFER_BYTES (1024 * 1024)
 
 struct StateBuffer
 {
@@ -38,9 +45,12 @@ struct StateBuffer
 	int			ncolumns;
 	Oid		   *types;
 	Oid		   *array_types;
+	int16	   *typlens;
+	bool	   *typbyvals;
 	MemoryContext cxt;
 	ArrayBuildState **columns;
 	int			nrows;
+	Size		bytes;			/* of the values held */
 };
 
 static void
@@ -51,6 +61,7 @@ state_buffer_reset(StateBuffer *buf)
 	for (int i = 0; i < buf->ncolumns; i++)
 		buf->columns[i] = initArrayResult(buf->types[i], buf->cxt, false);
 	buf->nrows = 0;
+	buf->bytes = 0;
 }
 
 /*
@@ -66,10 +77,13 @@ state_buffer_create(const char *insert_sql, int ncolumns, const Oid *types)
 	buf->ncolumns = ncolumns;
 	buf->types = palloc(sizeof(Oid) * ncolumns);
 	buf->array_types = palloc(sizeof(Oid) * ncolumns);
+	buf->typlens = palloc(sizeof(int16) * ncolumns);
+	buf->typbyvals = palloc(sizeof(bool) * ncolumns);
 	for (int i = 0; i < ncolumns; i++)
 	{
 		buf->types[i] = types[i];
 		buf->array_types[i] = get_array_type(types[i]);
+		get_typlenbyval(types[i], &buf->typlens[i], &buf->typbyvals[i]);
 	}
 	buf->cxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile state buffer",
 									 ALLOCSET_DEFAULT_SIZES);
@@ -81,8 +95,12 @@ void
 state_buffer_add(StateBuffer *buf, const Datum *values, const bool *isnull)
 {
 	for (int i = 0; i < buf->ncolumns; i++)
+	{
 		accumArrayResult(buf->columns[i], values[i], isnull[i], buf->types[i], buf->cxt);
-	if (++buf->nrows >= STATE_BUFFER_ROWS)
+		if (!isnull[i])
+			buf->bytes += datumGetSize(values[i], buf->typbyvals[i], buf->typlens[i]);
+	}
+	if (++buf->nrows >= STATE_BUFFER_ROWS || buf->bytes >= STATE_BUFFER_BYTES)
 		state_buffer_flush(buf);
 }
 
