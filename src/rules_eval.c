@@ -16,15 +16,17 @@
  */
 #include "postgres.h"
 
-#include "common/hashfn.h"
 #include "access/detoast.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/execExpr.h"
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/params.h"
 #include "optimizer/optimizer.h"
+#include "utils/expandeddatum.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 #include "rules.h"
@@ -36,6 +38,7 @@ typedef struct SharedExpr
 	int			count;			/* occurrences in all rules */
 	int			paramid;		/* 0 until a rule or a shared value uses it */
 	ExprState  *state;
+	int16		typlen;
 	uint64		row;			/* the row value and isnull belong to */
 	Datum		value;
 	bool		isnull;
@@ -258,6 +261,8 @@ shared_param_eval(ExprState *state, ExprEvalStep *op, ExprContext *econtext)
 	if (s->row != *s->current)
 	{
 		s->value = ExecEvalExpr(s->state, econtext, &s->isnull);
+		/* Every rule reads it: none may take it over to change it in place. */
+		s->value = MakeExpandedObjectReadOnly(s->value, s->isnull, s->typlen);
 		s->row = *s->current;
 	}
 	*op->resvalue = s->value;
@@ -347,6 +352,7 @@ rule_eval_begin(Node **exprs, int n, TupleDesc rowdesc)
 
 		count_vars_walker(def, uses);
 		s->current = &ev->row;
+		s->typlen = get_typlen(exprType(s->expr));
 		s->state = ExecInitExprWithParams((Expr *) def, params);
 	}
 
