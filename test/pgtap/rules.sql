@@ -4,7 +4,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION reconcile;
 
-SELECT plan(60);
+SELECT plan(63);
 
 -- ---- the SQL surface ----
 SELECT has_function('reconcile_check', ARRAY['regclass', 'jsonb', 'jsonb']);
@@ -160,6 +160,43 @@ SELECT lives_ok($$SELECT * FROM reconcile_batch(target => 'acct', staged => 'acc
 SELECT is((SELECT status FROM reconcile_check('t', '{"fail": {"s": "set_config(''work_mem'', ''77MB'', false) IS NOT NULL"}}')),
           'PASS', 'a rule may call set_config');
 SELECT isnt(current_setting('work_mem'), '77MB', 'but the setting does not outlive the check');
+
+-- ---- rules evaluated together, sharing subexpressions, against a count query each ----
+CREATE TABLE gen AS
+SELECT i AS id,
+       CASE WHEN i % 11 = 0 THEN NULL ELSE (i * 37 % 1000) / 10.0 END AS a,
+       CASE WHEN i % 13 = 0 THEN NULL ELSE (i * 7 % 50)::numeric END AS b,
+       i % 5 AS d,
+       CASE i % 4 WHEN 0 THEN 'X' WHEN 1 THEN 'Y' WHEN 2 THEN NULL ELSE 'Z' END AS k,
+       repeat(md5(i::text), 100) AS wide
+FROM generate_series(1, 2000) AS i;
+CREATE TABLE gen_rules AS
+SELECT format('r%s_%s', t, c) AS name,
+       CASE t
+         WHEN 0 THEN format('a + b > %s', c * 10)
+         WHEN 1 THEN format('CASE WHEN d <> 0 THEN a / d < %s ELSE true END', c * 20)
+         WHEN 2 THEN format('NOT COALESCE(k = ''X'' AND a + b - d > %s, false)', c * 15)
+         WHEN 3 THEN format('k IS DISTINCT FROM ''Y'' OR b < %s', c * 5)
+         WHEN 4 THEN format('length(wide) = 3200 AND a + b > %s', c)
+         WHEN 5 THEN format('COALESCE(d = 0 OR a / d >= %s, false)', c)
+         ELSE format('upper(k) <> ''Z'' OR substr(wide, %s, 1) <> ''a''', c + 1)
+       END AS expr
+FROM generate_series(0, 6) AS t, generate_series(0, 9) AS c;
+CREATE FUNCTION gen_count(expr text) RETURNS bigint LANGUAGE plpgsql AS $f$
+DECLARE n bigint;
+BEGIN
+  EXECUTE format('SELECT count(*) FROM gen WHERE (%s) IS NOT TRUE', expr) INTO n;
+  RETURN n;
+END $f$;
+SELECT is((SELECT count(*) FROM reconcile_check('gen', (SELECT jsonb_build_object('warn', jsonb_object_agg(name, expr)) FROM gen_rules))
+           WHERE status <> 'ERROR'), 70::bigint,
+          'seventy rules sharing subexpressions, guarded divisions included, all evaluate');
+SELECT is((SELECT count(*) FROM reconcile_check('gen', (SELECT jsonb_build_object('warn', jsonb_object_agg(name, expr)) FROM gen_rules)) AS c
+           JOIN gen_rules AS g ON g.name = c.rule
+           WHERE c.invalid_rows IS DISTINCT FROM gen_count(g.expr)), 0::bigint,
+          'every rule counts what its own count query counts');
+SELECT cmp_ok((SELECT count(*) FROM reconcile_check('gen', (SELECT jsonb_build_object('warn', jsonb_object_agg(name, expr)) FROM gen_rules))
+               WHERE status = 'FAIL'), '>', 30::bigint, 'and the rules do find violations');
 
 SELECT * FROM finish();
 ROLLBACK;
