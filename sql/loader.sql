@@ -32,9 +32,13 @@ LANGUAGE sql AS $$
                            manifest => manifest, source => source, "cursor" => pos)
 $$;
 
--- The target holds C1 v1 'Ana'.
+-- The target holds C1 v1 'Ana'.  The batch runs its own queries without
+-- JIT; the session's setting is back afterwards.
 INSERT INTO customer_stage VALUES ('crm/part-0000.csv', 1, 'UPSERT', 'C1', '1', 'Ana');
+SET jit = on;
 SELECT * FROM load('[{"object_key":"crm/part-0000.csv","version_id":"1a","content_hash":"sha256:0000","rows":1}]');
+SHOW jit;
+RESET jit;
 
 -- The batch: C1 v2 'Ana Lee', C2 v1 'Dev', an exact repeat of it, a
 -- malformed version, and a late C1 v1 'Ana'.

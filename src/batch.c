@@ -19,6 +19,7 @@
 #include "storage/lmgr.h"
 #include "utils/backend_progress.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/tuplestore.h"
 
@@ -155,6 +156,7 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	BatchState *b;
 	Datum		values[RECEIPT_NATTS];
 	bool		isnull[RECEIPT_NATTS];
+	int			save_nestlevel;
 
 	check_arg(fcinfo, 0, "target");
 	check_arg(fcinfo, 1, "staged");
@@ -200,6 +202,15 @@ reconcile_batch(PG_FUNCTION_ARGS)
 
 	/* A replay only reads; a new batch is refused before it writes. */
 	PreventCommandIfReadOnly("reconcile_batch()");
+
+	/*
+	 * The batch's own queries are plain scans and set-based writes of state
+	 * rows; JIT would compile them for nothing once the staged relation is
+	 * large, and load LLVM (some 8 MB of private memory) to do so.
+	 */
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	receipt_check_objects(b);
 	b->rules = batch_rules_load(b->target->relid, b->staged);	/* rules.c */
 	progress_active = false;	/* an earlier batch may have failed */
@@ -217,6 +228,7 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	receipt_write(b, source, cursor, manifest_arg, values, isnull);
 	progress_end();
 	pause_point("receipt");
+	AtEOXact_GUC(true, save_nestlevel);
 
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
 	SPI_finish();

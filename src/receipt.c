@@ -37,7 +37,7 @@
  * (a conflict keeps both payloads) and however many the batch has.
  */
 #define STATE_BUFFER_ROWS 10000
-#define STATE_BUFFER_BYTES (1024 * 1024)
+#define STATE_BUFFER_BYTES (256 * 1024)
 
 struct StateBuffer
 {
