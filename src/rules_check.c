@@ -23,6 +23,7 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/optimizer.h"
 #include "tcop/dest.h"
@@ -618,8 +619,19 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 	int		   *idx;
 	int			n = 0;
 	bool		save_read_only = XactReadOnly;
-	char		relkind = get_rel_relkind(relid);
+	char		relkind;
 
+	/*
+	 * Rules are analysed once and evaluated over the scan's rows: the
+	 * relation's columns must not change in between.  Each attempt runs in
+	 * a subtransaction whose locks go with it, so lock for the whole check.
+	 */
+	LockRelationOid(relid, AccessShareLock);
+	relkind = get_rel_relkind(relid);
+	if (relkind == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
 	run->relid = relid;
 	run->relsql = rules_quote_relation(relid);
 	run->alias = pstrdup(quote_identifier(get_rel_name(relid)));
