@@ -267,6 +267,21 @@ SELECT rule, status, detail FROM reconcile_check('accounts', '{
   "dataset_checks": [{"name": "peek_check", "sql": "SELECT * FROM secrets"}]}');
 SELECT * FROM reconcile_check('secrets', '{"fail": {"ok": "true"}}');
 RESET ROLE;
+-- Column privileges: rules over granted columns run, samples by a granted key
+-- column too; a rule over a column not granted is ERROR; whole-row samples
+-- need every column.
+CREATE ROLE regress_rules_columns;
+GRANT SELECT (account_id, age) ON accounts TO regress_rules_columns;
+SET ROLE regress_rules_columns;
+SELECT rule, status, invalid_rows, sample, detail FROM reconcile_check('accounts',
+  '{"warn": {"adult": "age >= 18", "adult_plus": "age + 0 >= 18 AND age + 0 < 100", "rich": "balance > 10"}}',
+  '{"key_columns": ["account_id"]}');
+SELECT rule, status, invalid_rows, detail FROM reconcile_check('accounts', '{"warn": {"adult": "age >= 18"}}');
+SELECT rule, status, invalid_rows, detail FROM reconcile_check('accounts', '{"warn": {"adult": "age >= 18"}}', '{"key_columns": ["owner"]}');
+SELECT rule, status, invalid_rows, detail FROM reconcile_check('accounts', '{"warn": {"adult": "age >= 18"}}', '{"sample": 0}');
+RESET ROLE;
+REVOKE ALL ON accounts FROM regress_rules_columns;
+DROP ROLE regress_rules_columns;
 DROP TABLE secrets;
 REVOKE ALL ON accounts FROM regress_rules_reader;
 DROP ROLE regress_rules_reader;

@@ -27,6 +27,7 @@
 #include "nodes/makefuncs.h"
 #include "optimizer/optimizer.h"
 #include "tcop/dest.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/json.h"
@@ -608,6 +609,38 @@ parse_options(CheckRun *run, Jsonb *options)
 }
 
 /*
+ * Samples read columns the rules may not: refuse up front, rather than as
+ * a permission error charged to every rule, when the caller may not read
+ * them.
+ */
+static void
+check_sample_privileges(CheckRun *run)
+{
+	Oid			user = GetUserId();
+
+	if (run->sample == 0 || pg_class_aclcheck(run->relid, user, ACL_SELECT) == ACLCHECK_OK)
+		return;
+	/* Not a column at all: each rule reports PostgreSQL's own error. */
+	if (pg_attribute_aclcheck_all(run->relid, user, ACL_SELECT, ACLMASK_ANY) != ACLCHECK_OK)
+		return;
+	if (run->nkeys == 0 &&
+		pg_attribute_aclcheck_all(run->relid, user, ACL_SELECT, ACLMASK_ALL) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to sample whole rows of relation %s", run->relsql),
+				 errdetail("Without option \"key_columns\", a sample is the whole row, and role \"%s\" may not read every column.",
+						   GetUserNameFromId(user, false)),
+				 errhint("Name columns you may read in \"key_columns\", or pass \"sample\": 0.")));
+	for (int k = 0; k < run->nkeys; k++)
+		if (pg_attribute_aclcheck(run->relid, run->keyatts[k], user, ACL_SELECT) != ACLCHECK_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for column \"%s\" of relation %s", run->keys[k], run->relsql),
+					 errdetail("Key column \"%s\" identifies sample rows.", run->keys[k]),
+					 errhint("Name columns you may read in \"key_columns\", or pass \"sample\": 0.")));
+}
+
+/*
  * Run a rules document over a relation.  The caller has connected to SPI;
  * results live in run->cxt.
  */
@@ -644,6 +677,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 	run->cxt = CurrentMemoryContext;
 	run->rowdesc = lookup_rowtype_tupdesc_copy(get_rel_type_id(relid), -1);
 	parse_options(run, options);
+	check_sample_privileges(run);
 	rs = rules_parse(doc);
 	run->rules = rs;
 	run->results = palloc0(sizeof(RuleResult) * Max(rs->nrules, 1));
