@@ -18,6 +18,10 @@ PG_CONFIG ?= pg_config
 PG_CPPFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
 	-Wno-missing-field-initializers -Wno-cast-function-type
 
+# Payload hashes use OpenSSL's SHA-256 directly when the server was built
+# with OpenSSL (src/manifest.c); LIBS comes from PGXS's Makefile.global.
+SHLIB_LINK = $(filter -lcrypto,$(LIBS))
+
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 

@@ -46,10 +46,11 @@ typedef struct Manifest
 extern Manifest *manifest_parse(Jsonb *manifest);
 extern int	manifest_find(const Manifest *manifest, const char *object_key);
 extern void reconcile_sha256(const void *data, size_t len, uint8 *digest);
-extern pg_cryptohash_ctx *reconcile_sha256_begin(void);
-extern void reconcile_sha256_with(pg_cryptohash_ctx *ctx, const void *data,
+typedef struct Sha256Ctx Sha256Ctx;
+extern Sha256Ctx *reconcile_sha256_begin(void);
+extern void reconcile_sha256_with(Sha256Ctx *ctx, const void *data,
 								  size_t len, uint8 *digest);
-extern void reconcile_sha256_end(pg_cryptohash_ctx *ctx);
+extern void reconcile_sha256_end(Sha256Ctx *ctx);
 extern void reconcile_hex(const uint8 *bytes, int len, char *out);
 
 /* ---- target.c ---- */
@@ -182,7 +183,7 @@ typedef struct BatchState
 extern void stage_read(BatchState *batch);
 extern void payload_hash_compute(TargetInfo *target, Datum *values,
 								 bool *isnull, bool is_delete,
-								 pg_cryptohash_ctx *sha, uint8 *digest);
+								 Sha256Ctx *sha, uint8 *digest);
 extern char *key_to_json(TargetInfo *target, Datum *values);
 
 /* ---- merge.c ---- */

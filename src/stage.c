@@ -78,7 +78,7 @@ typedef struct StageReader
 	TupleTableSlot *slot;
 	MemoryContext rowcxt;
 	ResourceOwner owner;		/* the batch's, not the cursor's */
-	pg_cryptohash_ctx *sha;
+	Sha256Ctx  *sha;
 	int64		nread;
 } StageReader;
 
@@ -181,7 +181,7 @@ append_json_string(StringInfo buf, const char *str)
 
 void
 payload_hash_compute(TargetInfo *t, Datum *values, bool *isnull,
-					 bool is_delete, pg_cryptohash_ctx *sha, uint8 *digest)
+					 bool is_delete, Sha256Ctx *sha, uint8 *digest)
 {
 	StringInfoData buf;
 	OutputSettings saved;
