@@ -75,32 +75,6 @@ direct_open(TargetInfo *t)
 	w->bistate = GetBulkInsertState();
 	EvalPlanQualInit(&w->epq, w->estate, NULL, NIL, -1);
 
-	/*
-	 * Unique indexes over nothing but key columns, without predicate or
-	 * expressions: an update keeps the key, so its new index entry can
-	 * only meet the row's own older version, and under the batch's lock no
-	 * other session can insert the key.  Their uniqueness check is skipped
-	 * for updates (never for inserts of new keys).
-	 */
-	w->keyunique = palloc(sizeof(IndexInfo *) * Max(w->rri->ri_NumIndices, 1));
-	for (int i = 0; i < w->rri->ri_NumIndices; i++)
-	{
-		IndexInfo  *ii = w->rri->ri_IndexRelationInfo[i];
-		bool		keys_only = ii->ii_Unique && ii->ii_ExclusionOps == NULL &&
-			ii->ii_Predicate == NIL && ii->ii_Expressions == NIL;
-
-		for (int k = 0; keys_only && k < ii->ii_NumIndexKeyAttrs; k++)
-		{
-			bool		found = false;
-
-			for (int j = 0; j < t->nkeys; j++)
-				found |= ii->ii_IndexAttrNumbers[k] == t->keys[j].attnum;
-			keys_only = found;
-		}
-		if (keys_only)
-			w->keyunique[w->nkeyunique++] = ii;
-	}
-
 	/* Columns the batch does not provide take their defaults on insert. */
 	w->default_atts = palloc(sizeof(AttrNumber) * desc->natts);
 	w->default_exprs = palloc(sizeof(ExprState *) * desc->natts);
@@ -244,10 +218,6 @@ direct_update(Merger *m, ProbePart *found)
 	/* A tombstone keeps the row's last payload; only its state moves. */
 	direct_fill(m, slot, !m->rows[0].is_delete);
 	ExecStoreVirtualTuple(slot);
-	for (int i = 0; i < w->nkeyunique; i++)
-		w->keyunique[i]->ii_Unique = false;
 	ExecSimpleRelationUpdate(w->rri, w->estate, &w->epq, found->slot, slot);
-	for (int i = 0; i < w->nkeyunique; i++)
-		w->keyunique[i]->ii_Unique = true;
 }
 

@@ -79,8 +79,6 @@ typedef struct DirectWriter
 	ExprState **default_exprs;
 
 	EPQState	epq;			/* never used for rechecks: nothing runs concurrently */
-	int			nkeyunique;		/* unique indexes on key columns only */
-	IndexInfo **keyunique;
 
 	/* New keys go in as multi-row inserts, the way COPY writes. */
 	TupleTableSlot *inserts[DIRECT_INSERT_ROWS];
