@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The loader benchmark (issue 5, item 1).  See bench/README.md.
 #
-#   bash bench/loader/run.sh [--rows N] [--target T] [--work-mem SIZE]
+#   bash bench/loader/run.sh [--rows N] [--target T] [--work-mem SIZE] [--shared-buffers SIZE]
 #                            [--scale [--with-pipeline] [--sizes "N1 N2 ..."]]
 #                            [--use-existing] [--port P] [--no-install] [--keep]
 #
@@ -18,6 +18,7 @@ OUT_DIR=$ROOT/bench/out
 ROWS=1000000
 TARGET=
 WORK_MEM=4MB
+SHARED_BUFFERS=1GB
 SCALE=0
 WITH_PIPELINE=0
 SIZES="100000 1000000 10000000"
@@ -38,6 +39,7 @@ while [ $# -gt 0 ]; do
 	--rows) ROWS=$2; shift 2 ;;
 	--target) TARGET=$2; shift 2 ;;
 	--work-mem) WORK_MEM=$2; shift 2 ;;
+	--shared-buffers) SHARED_BUFFERS=$2; shift 2 ;;
 	--scale) SCALE=1; shift ;;
 	--with-pipeline) WITH_PIPELINE=1; shift ;;
 	--sizes) SIZES=$2; shift 2 ;;
@@ -118,7 +120,7 @@ start_cluster() {
 		port = $PORT
 		listen_addresses = ''
 		unix_socket_directories = '$CLUSTER'
-		shared_buffers = 1GB
+		shared_buffers = $SHARED_BUFFERS
 		max_wal_size = 4GB
 		checkpoint_timeout = 30min
 		work_mem = '$WORK_MEM'
@@ -281,7 +283,7 @@ default_run() {
 
 	{
 		printf 'reconcile loader benchmark, %s\n' "$STAMP"
-		printf 'command: bash bench/loader/run.sh --rows %s --target %s --work-mem %s\n' "$ROWS" "$TARGET" "$WORK_MEM"
+		printf 'command: bash bench/loader/run.sh --rows %s --target %s --work-mem %s --shared-buffers %s\n' "$ROWS" "$TARGET" "$WORK_MEM" "$SHARED_BUFFERS"
 		machine
 		printf 'batch: %s staged rows in %s objects, target %s rows; %s winners for (c), (e), (f)\n' \
 			"$ROWS" "$OBJECTS" "$TARGET" "$nwin"
@@ -335,8 +337,8 @@ scale_run() {
 	done
 	{
 		printf 'reconcile loader benchmark, --scale, %s\n' "$STAMP"
-		printf 'command: bash bench/loader/run.sh --scale%s --sizes "%s" --work-mem %s\n' \
-			"$([ "$WITH_PIPELINE" -eq 1 ] && echo ' --with-pipeline')" "$SIZES" "$WORK_MEM"
+		printf 'command: bash bench/loader/run.sh --scale%s --sizes "%s" --work-mem %s --shared-buffers %s\n' \
+			"$([ "$WITH_PIPELINE" -eq 1 ] && echo ' --with-pipeline')" "$SIZES" "$WORK_MEM" "$SHARED_BUFFERS"
 		machine
 		printf 'one run per size, T = N, each on a freshly generated data set\n\n'
 		printf '%-12s %-3s %9s %10s %12s %10s %12s %10s %12s\n' N '' seconds 'us/row' rows/s 'WAL MB' \
