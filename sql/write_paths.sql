@@ -204,6 +204,20 @@ SELECT count(*) FILTER (WHERE version = 3) AS at_v3, count(*) AS keys FROM spars
 -- progress is reported while a batch runs and not after it
 SELECT count(*) AS running FROM reconcile.batch_progress;
 
+-- every btree index of every target agrees with its table: amcheck finds
+-- each heap tuple's entry (heapallindexed), whichever path wrote it
+CREATE EXTENSION amcheck;
+SELECT c.relname AS index_verified
+  FROM pg_index AS i
+  JOIN pg_class AS c ON c.oid = i.indexrelid
+  JOIN pg_class AS t ON t.oid = i.indrelid
+  JOIN pg_am AS am ON am.oid = c.relam,
+       LATERAL bt_index_check(i.indexrelid::regclass, true) AS chk
+ WHERE am.amname = 'btree' AND c.relkind = 'i'
+   AND t.relname ~ '^(plain|rich|trig|skip|big|sparse|part)_'
+ ORDER BY 1;
+DROP EXTENSION amcheck;
+
 DROP EXTENSION reconcile;
 DROP TABLE stage, manifest, manifest2, plain_a, plain_b, rich_a, rich_b, bad_stage,
     audit, trig_a, trig_b, skip_a, part_a, part_b, big_stage, big_manifest, big_a, big_b,
