@@ -14,6 +14,8 @@
 #include "postgres.h"
 
 #include "access/nbtree.h"
+#include "access/tableam.h"
+#include "catalog/index.h"
 #include "executor/executor.h"
 #include "executor/nodeModifyTable.h"
 #include "optimizer/optimizer.h"
@@ -37,6 +39,50 @@ direct_allowed(TargetInfo *t)
 		rel->rd_rel->relkind == RELKIND_RELATION;
 	table_close(rel, NoLock);
 	return ok;
+}
+
+/*
+ * An update keeps the key.  In a unique index over key columns only (no
+ * expressions, no predicate) its new entry can meet nothing but the row's
+ * own older versions, and under the batch's lock no other session can
+ * insert the key: the uniqueness check, a heap fetch per update, is
+ * skipped for such indexes.  New keys keep the check.
+ */
+static void
+direct_split_indexes(DirectWriter *w, TargetInfo *t)
+{
+	ResultRelInfo *rri = w->rri;
+	ResultRelInfo *upd = palloc(sizeof(ResultRelInfo));
+
+	*upd = *rri;
+	upd->ri_NumIndices = 0;
+	upd->ri_IndexRelationDescs = palloc(sizeof(Relation) * Max(rri->ri_NumIndices, 1));
+	upd->ri_IndexRelationInfo = palloc(sizeof(IndexInfo *) * Max(rri->ri_NumIndices, 1));
+	w->keyindexes = palloc(sizeof(int) * Max(rri->ri_NumIndices, 1));
+	for (int i = 0; i < rri->ri_NumIndices; i++)
+	{
+		IndexInfo  *ii = rri->ri_IndexRelationInfo[i];
+		bool		key_only = ii->ii_Unique && ii->ii_ExclusionOps == NULL &&
+			ii->ii_Predicate == NIL && ii->ii_Expressions == NIL &&
+			rri->ri_IndexRelationDescs[i]->rd_index->indimmediate;
+
+		for (int k = 0; key_only && k < ii->ii_NumIndexKeyAttrs; k++)
+		{
+			bool		is_key = false;
+
+			for (int j = 0; j < t->nkeys; j++)
+				is_key |= ii->ii_IndexAttrNumbers[k] == t->keys[j].attnum;
+			key_only = is_key;
+		}
+		if (key_only)
+			w->keyindexes[w->nkeyindexes++] = i;
+		else
+		{
+			upd->ri_IndexRelationDescs[upd->ri_NumIndices] = rri->ri_IndexRelationDescs[i];
+			upd->ri_IndexRelationInfo[upd->ri_NumIndices++] = ii;
+		}
+	}
+	w->update_rri = upd;
 }
 
 DirectWriter *
@@ -74,6 +120,7 @@ direct_open(TargetInfo *t)
 		w->inserts[i] = MakeSingleTupleTableSlot(slotdesc, table_slot_callbacks(w->rel));
 	w->bistate = GetBulkInsertState();
 	EvalPlanQualInit(&w->epq, w->estate, NULL, NIL, -1);
+	direct_split_indexes(w, t);
 
 	/* Columns the batch does not provide take their defaults on insert. */
 	w->default_atts = palloc(sizeof(AttrNumber) * desc->natts);
@@ -202,6 +249,43 @@ direct_insert(Merger *m)
 		direct_flush_inserts(w);
 }
 
+/*
+ * What ExecSimpleRelationUpdate does for a table without triggers, but
+ * with the key's unique indexes maintained without a uniqueness check
+ * (direct_split_indexes).
+ */
+static void
+direct_update_row(DirectWriter *w, ItemPointer tid, TupleTableSlot *slot)
+{
+	Relation	rel = w->rel;
+	bool		update_indexes;
+
+	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
+	if (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored)
+		ExecComputeStoredGenerated(w->rri, w->estate, slot, CMD_UPDATE);
+	if (rel->rd_att->constr)
+		ExecConstraints(w->rri, slot, w->estate);
+	if (rel->rd_rel->relispartition)
+		ExecPartitionCheck(w->rri, slot, w->estate, true);
+	simple_table_tuple_update(rel, tid, slot, w->estate->es_snapshot, &update_indexes);
+	if (!update_indexes)
+		return;					/* a heap-only update: no index changes */
+	if (w->update_rri->ri_NumIndices > 0)
+		list_free(ExecInsertIndexTuples(w->update_rri, slot, w->estate, true, false,
+										NULL, NIL));
+	for (int k = 0; k < w->nkeyindexes; k++)
+	{
+		int			i = w->keyindexes[k];
+		IndexInfo  *ii = w->rri->ri_IndexRelationInfo[i];
+		Datum		values[INDEX_MAX_KEYS];
+		bool		isnull[INDEX_MAX_KEYS];
+
+		FormIndexDatum(ii, slot, w->estate, values, isnull);
+		index_insert(w->rri->ri_IndexRelationDescs[i], values, isnull, &slot->tts_tid,
+					 rel, UNIQUE_CHECK_NO, true, ii);
+	}
+}
+
 /* Update the row the probe found in place, by its TID. */
 void
 direct_update(Merger *m, ProbePart *found)
@@ -218,6 +302,6 @@ direct_update(Merger *m, ProbePart *found)
 	/* A tombstone keeps the row's last payload; only its state moves. */
 	direct_fill(m, slot, !m->rows[0].is_delete);
 	ExecStoreVirtualTuple(slot);
-	ExecSimpleRelationUpdate(w->rri, w->estate, &w->epq, found->slot, slot);
+	direct_update_row(w, &found->slot->tts_tid, slot);
 }
 

@@ -80,6 +80,15 @@ typedef struct DirectWriter
 
 	EPQState	epq;			/* never used for rechecks: nothing runs concurrently */
 
+	/*
+	 * For updates, the unique indexes over key columns only, which need no
+	 * uniqueness check (see direct_open), and a copy of rri holding the
+	 * other indexes, which ExecInsertIndexTuples maintains as usual.
+	 */
+	int			nkeyindexes;
+	int		   *keyindexes;		/* positions in rri's index arrays */
+	ResultRelInfo *update_rri;
+
 	/* New keys go in as multi-row inserts, the way COPY writes. */
 	TupleTableSlot *inserts[DIRECT_INSERT_ROWS];
 	int			ninserts;
