@@ -8,8 +8,9 @@
  * queued and inserted many rows at a time, the way COPY does; a stale row
  * costs one probe and no write.  CHECK and NOT NULL constraints, unique and
  * exclusion indexes, defaults and generated columns work as for any
- * statement.  It is taken only where nothing else must fire: a plain table
- * without triggers or rules, in a READ COMMITTED transaction.
+ * statement (but for a uniqueness check that cannot fail: see
+ * direct_split_indexes).  It is taken only where nothing else must fire: a
+ * plain table without triggers or rules, in a READ COMMITTED transaction.
  */
 #include "postgres.h"
 
