@@ -129,6 +129,25 @@ SELECT * FROM reconcile_batch(target => 'customer_state', staged => 'customer_st
                               manifest => '[{"object_key":"o5","version_id":"a","content_hash":"sha256:05","rows":1}]');
 SELECT rule, status, detail FROM reconcile_check('customer_stage', '{"warn": {"ratio": "100 / (age - 50) > 0"}}');
 
+-- Attached rules are evaluated as reconcile_check evaluates them: shared
+-- subexpressions once per row and only where a rule asks for them (the
+-- guarded division raises no error at age 50), a rule with a subquery by
+-- the staged query itself.
+SELECT reconcile_set_rules('customer_state', '{
+  "warn": {"ratio_low":  "CASE WHEN age <> 50 THEN 100 / (age - 50) < 10 ELSE true END",
+           "ratio_high": "CASE WHEN age <> 50 THEN 100 / (age - 50) > -10 ELSE true END",
+           "known_risk": "risk IN (SELECT unnest(ARRAY[''LOW'', ''HIGH'']))"},
+  "drop": {"named": "upper(name) <> ''DROP ME''", "short_name": "length(upper(name)) < 20"}}') AS version;
+INSERT INTO customer_stage VALUES ('o6', 1, 'UPSERT', 'C20', '1', 'Ann', 50, 'LOW', 'N'),
+  ('o6', 2, 'UPSERT', 'C21', '1', 'Bob', 51, 'MID', 'N'),
+  ('o6', 3, 'UPSERT', 'C22', '1', 'drop me', 60, 'HIGH', 'N'),
+  ('o6', 4, 'UPSERT', 'C23', '1', 'Cy', 30, NULL, 'N');
+SELECT status, inserted, rejected FROM reconcile_batch(target => 'customer_state', staged => 'customer_stage',
+  manifest => '[{"object_key":"o6","version_id":"a","content_hash":"sha256:06","rows":4}]');
+-- Bob breaks ratio_low and known_risk, Cy known_risk (NULL); "drop me" is dropped.
+SELECT warnings FROM reconcile.receipts ORDER BY committed_at DESC LIMIT 1;
+SELECT source_row, reason FROM reconcile.rejects WHERE object_key = 'o6' ORDER BY source_row;
+
 -- A rule naming a column the staged relation lacks stops the batch, by name.
 SELECT reconcile_set_rules('customer_state', '{"warn": {"named": "name <> ''''"}}');
 CREATE TABLE thin_stage (object_key text, source_row bigint, operation text,

@@ -58,7 +58,8 @@ extern void rules_refuse_volatile(Rule *r, Node *query);
 typedef struct RuleEval RuleEval;
 
 extern bool rule_eval_supported(Node *expr);
-extern RuleEval *rule_eval_begin(Node **exprs, int n, TupleDesc rowdesc);
+extern RuleEval *rule_eval_begin(Node **exprs, int n, TupleDesc rowdesc,
+								  const int *positions);
 extern int	rule_eval_shared(RuleEval *ev);
 extern void rule_eval_row(RuleEval *ev, TupleTableSlot *slot, bool *violated);
 extern void rule_eval_end(RuleEval *ev);
@@ -71,8 +72,8 @@ extern BatchRules *batch_rules_load(Oid target, Oid staged);
 extern void batch_rules_context_push(BatchState *b);
 extern void batch_rules_context_pop(BatchState *b);
 extern void batch_rules_append_columns(BatchRules *br, StringInfo sql, int firstpos);
-extern int	batch_rules_row(BatchRules *br, const Datum *values, const bool *isnull,
-							bool rejected, const char ***dropped);
+extern int	batch_rules_row(BatchRules *br, TupleTableSlot *row, bool rejected,
+							const char ***dropped);
 extern void batch_rules_gate(BatchState *b);
 extern Datum batch_rules_warnings(BatchRules *br, bool *isnull);
 

@@ -4,20 +4,23 @@
  *		keeping every version; and the hooks through which reconcile_batch
  *		applies the target's rules to its staged rows.
  *
- * In a batch the row rules are extra boolean columns of the loader's one
- * read of the staged rows (stage.c): a drop rule violated rejects the row,
- * warn and fail violations are counted.  Before the merge (batch.c) a fail
+ * In a batch the row rules are evaluated during the loader's one read of
+ * the staged rows (stage.c), by rule_eval as reconcile_check evaluates
+ * them: a drop rule violated rejects the row, warn and fail violations are
+ * counted.  Before the merge (batch.c) a fail
  * violation, or a dataset check with rows over the batch's staged rows,
  * refuses the batch.  Attached rules run inside the batch, where nothing
  * rolls back what they do, so they may not call volatile functions.
  */
 #include "postgres.h"
 
+#include "access/sysattr.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/params.h"
+#include "optimizer/optimizer.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -26,6 +29,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/plancache.h"
+#include "utils/typcache.h"
 
 #include "reconcile.h"
 #include "rules.h"
@@ -55,7 +59,7 @@ rule_error_context(void *arg)
 static void
 plan_rules_strict(RuleSet *rs, const char *relsql, const char *alias,
 				  const char *prefix, const char *table, int nparams, Oid *types,
-				  const char *target)
+				  const char *target, Node **exprs)
 {
 	for (int i = 0; i < rs->nrules; i++)
 	{
@@ -68,7 +72,7 @@ plan_rules_strict(RuleSet *rs, const char *relsql, const char *alias,
 		cb.previous = error_context_stack;
 		error_context_stack = &cb;
 		if (r->severity != RULE_DATASET)
-			rules_plan_row_rule(r, relsql, alias, true, NULL);
+			rules_plan_row_rule(r, relsql, alias, true, exprs != NULL ? &exprs[i] : NULL);
 		else
 		{
 			SPIPlanPtr	plan = SPI_prepare(psprintf("%sSELECT v FROM (%s\n) AS v", prefix,
@@ -152,7 +156,7 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 		PG_TRY();
 		{
 			plan_rules_strict(rs, relsql, quote_identifier(get_rel_name(relid)), "",
-							  relsql, 0, NULL, NULL);
+							  relsql, 0, NULL, NULL, NULL);
 		}
 		PG_FINALLY();
 		{
@@ -194,7 +198,19 @@ struct BatchRules
 	Oid			staged;
 	RuleSet    *rules;
 	int			nrow;			/* row rules: rules[0 .. nrow-1] */
-	int			firstpos;		/* their first column in the staged query */
+	Node	  **exprs;			/* per row rule, parse-analysed */
+
+	/*
+	 * Row rules are evaluated by rule_eval on staged columns the staged
+	 * query appends, as reconcile_check evaluates them; those it cannot
+	 * evaluate (a subquery, a whole-row reference) are "IS NOT TRUE"
+	 * columns of the query.
+	 */
+	int		   *source;			/* per row rule: its column (0-based) in the
+								 * staged query, or -1 - its index in eval */
+	RuleEval   *eval;
+	bool	   *violated;		/* per rule in eval, for the current row */
+	bool	   *violated_now;	/* per row rule, for the current row */
 	int64	   *violations;		/* per row rule: fail and warn counts */
 	const char **dropped;
 };
@@ -245,13 +261,17 @@ batch_rules_load(Oid target, Oid staged)
 		br->nrow++;
 	br->violations = palloc0(sizeof(int64) * Max(rs->nrules, 1));
 	br->dropped = palloc0(sizeof(char *) * Max(rs->nrules, 1));
+	br->exprs = palloc0(sizeof(Node *) * Max(rs->nrules, 1));
+	br->source = palloc0(sizeof(int) * Max(rs->nrules, 1));
+	br->violated_now = palloc0(sizeof(bool) * Max(rs->nrules, 1));
 
 	relsql = rules_quote_relation(staged);
 	XactReadOnly = true;
 	PG_TRY();
 	{
 		plan_rules_strict(rs, relsql, "s", batch_rows_prefix(staged),
-						  "reconcile_batch_rows", 1, &argtype, relation_display_name(target));
+						  "reconcile_batch_rows", 1, &argtype, relation_display_name(target),
+						  br->exprs);
 	}
 	PG_FINALLY();
 	{
@@ -296,37 +316,78 @@ batch_rules_context_pop(BatchState *b)
 		error_context_stack = b->rules->context.previous;
 }
 
-/* Append "(rule) IS NOT TRUE" for each row rule to the staged query. */
+/*
+ * Append to the staged query, whose next column is at (1-based) position
+ * firstpos, what the row rules need: the staged columns rule_eval reads,
+ * and "(rule) IS NOT TRUE" for each rule it cannot evaluate.
+ */
 void
 batch_rules_append_columns(BatchRules *br, StringInfo sql, int firstpos)
 {
-	br->firstpos = firstpos;
+	TupleDesc	sdesc = lookup_rowtype_tupdesc_copy(get_rel_type_id(br->staged), -1);
+	int		   *positions = palloc0(sizeof(int) * Max(sdesc->natts, 1));
+	Node	  **exprs = palloc(sizeof(Node *) * Max(br->nrow, 1));
+	int			nexprs = 0;
+	int			pos = firstpos - 1;
+	Bitmapset  *atts = NULL;
+	int			x = -1;
+
 	for (int i = 0; i < br->nrow; i++)
-		appendStringInfo(sql, ", (%s\n) IS NOT TRUE", br->rules->rules[i].text);
+	{
+		if (br->exprs[i] != NULL && rule_eval_supported(br->exprs[i]))
+		{
+			pull_varattnos(br->exprs[i], 1, &atts);
+			br->source[i] = -1 - nexprs;
+			exprs[nexprs++] = br->exprs[i];
+		}
+		else
+		{
+			appendStringInfo(sql, ", (%s\n) IS NOT TRUE", br->rules->rules[i].text);
+			br->source[i] = pos++;
+		}
+	}
+	while ((x = bms_next_member(atts, x)) >= 0)
+	{
+		AttrNumber	a = x + FirstLowInvalidHeapAttributeNumber;
+
+		appendStringInfo(sql, ", s.%s", quote_identifier(NameStr(TupleDescAttr(sdesc, a - 1)->attname)));
+		positions[a - 1] = pos++;
+	}
+	if (nexprs > 0)
+	{
+		br->eval = rule_eval_begin(exprs, nexprs, sdesc, positions);
+		br->violated = palloc(sizeof(bool) * nexprs);
+	}
 }
 
 /*
- * Look at one staged row's rule columns.  Returns how many drop rules it
- * violates (their names in *dropped); fail and warn violations are counted
- * for rows that are loaded, that is neither rejected nor dropped.
+ * Look at one staged row's rules.  Returns how many drop rules it violates
+ * (their names in *dropped); fail and warn violations are counted for rows
+ * that are loaded, that is neither rejected nor dropped.
  */
 int
-batch_rules_row(BatchRules *br, const Datum *values, const bool *isnull,
-				bool rejected, const char ***dropped)
+batch_rules_row(BatchRules *br, TupleTableSlot *row, bool rejected, const char ***dropped)
 {
 	int			ndropped = 0;
-	const Datum *v = values + br->firstpos - 1;
-	const bool *n = isnull + br->firstpos - 1;
 
-	/* "(rule) IS NOT TRUE" is never null: true means violated. */
+	if (br->eval != NULL)
+		rule_eval_row(br->eval, row, br->violated);
 	for (int i = 0; i < br->nrow; i++)
-		if (br->rules->rules[i].severity == RULE_DROP && !n[i] && DatumGetBool(v[i]))
+	{
+		int			src = br->source[i];
+
+		/* "(rule) IS NOT TRUE" is never null: true means violated. */
+		br->violated_now[i] = src >= 0 ?
+			!row->tts_isnull[src] && DatumGetBool(row->tts_values[src]) :
+			br->violated[-1 - src];
+		if (br->violated_now[i] && br->rules->rules[i].severity == RULE_DROP)
 			br->dropped[ndropped++] = br->rules->rules[i].name;
+	}
 	*dropped = br->dropped;
 	if (rejected || ndropped > 0)
 		return ndropped;
 	for (int i = 0; i < br->nrow; i++)
-		if (br->rules->rules[i].severity != RULE_DROP && !n[i] && DatumGetBool(v[i]))
+		if (br->violated_now[i] && br->rules->rules[i].severity != RULE_DROP)
 			br->violations[i]++;
 	return 0;
 }

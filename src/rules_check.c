@@ -322,7 +322,7 @@ scan_rules(void *arg)
 
 	if (nexprs > 0)
 	{
-		sr.eval = rule_eval_begin(exprs, nexprs, rowdesc);
+		sr.eval = rule_eval_begin(exprs, nexprs, rowdesc, NULL);
 		sr.violated = palloc(sizeof(bool) * nexprs);
 		elog(DEBUG1, "reconcile_check: %d of %d rules evaluated on the scanned rows, %d shared subexpressions computed once per row",
 			 nexprs, a->n, rule_eval_shared(sr.eval));

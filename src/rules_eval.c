@@ -56,9 +56,10 @@ struct RuleEval
 	EState	   *estate;
 	ExprContext *econtext;
 	uint64		row;			/* rows evaluated so far */
-	int			natts;			/* the relation's columns */
+	int			natts;			/* attributes of the rows evaluated */
 	int			nexpand;
-	AttrNumber *expand;			/* varlena columns to expand once per row */
+	AttrNumber *expand;			/* positions (1-based) of varlena columns to
+								 * expand once per row */
 	TupleTableSlot *row_slot;	/* the row with those columns expanded */
 };
 
@@ -301,15 +302,33 @@ count_vars_walker(Node *node, int *uses)
 	return expression_tree_walker(node, count_vars_walker, (void *) uses);
 }
 
+/* Point each column reference at the column's position in the rows evaluated. */
+static Node *
+remap_vars_mutator(Node *node, const int *positions)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, Var))
+	{
+		Var		   *var = (Var *) copyObject(node);
+
+		var->varattno = positions[var->varattno - 1] + 1;
+		var->varattnosyn = var->varattno;
+		return (Node *) var;
+	}
+	return expression_tree_mutator(node, remap_vars_mutator, (void *) positions);
+}
+
 /*
- * Prepare the rules (parse-analysed boolean expressions, each supported)
- * for evaluation on rows whose attribute i is the relation's column i + 1,
- * of row type rowdesc.  The rules are compiled as one projection, as the
- * executor compiles a query's target list; a shared value is a parameter
- * whose step calls back here.
+ * Prepare the rules (parse-analysed boolean expressions over a relation of
+ * row type rowdesc, each supported) for evaluation on rows that hold the
+ * relation's column a at position positions[a - 1] (0-based), or at a - 1
+ * when positions is NULL.  The rules are compiled as one projection, as
+ * the executor compiles a query's target list; a shared value is a
+ * parameter whose step calls back here.
  */
 RuleEval *
-rule_eval_begin(Node **exprs, int n, TupleDesc rowdesc)
+rule_eval_begin(Node **exprs, int n, TupleDesc rowdesc, const int *positions)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
 											  "reconcile rule evaluation",
@@ -336,6 +355,8 @@ rule_eval_begin(Node **exprs, int n, TupleDesc rowdesc)
 		Node	   *rule = replace_mutator(planned[i], &rc);
 
 		count_vars_walker(rule, uses);
+		if (positions != NULL)
+			rule = remap_vars_mutator(rule, positions);
 		targets = lappend(targets, makeTargetEntry((Expr *) rule, i + 1, NULL, false));
 		TupleDescInitEntry(desc, i + 1, NULL, BOOLOID, -1, 0);
 	}
@@ -351,6 +372,8 @@ rule_eval_begin(Node **exprs, int n, TupleDesc rowdesc)
 		Node	   *def = replace_mutator(s->expr, &rc);
 
 		count_vars_walker(def, uses);
+		if (positions != NULL)
+			def = remap_vars_mutator(def, positions);
 		s->current = &ev->row;
 		s->typlen = get_typlen(exprType(s->expr));
 		s->state = ExecInitExprWithParams((Expr *) def, params);
@@ -376,10 +399,7 @@ rule_eval_begin(Node **exprs, int n, TupleDesc rowdesc)
 	ev->expand = palloc(sizeof(AttrNumber) * Max(rowdesc->natts, 1));
 	for (int a = 1; a <= rowdesc->natts; a++)
 		if (uses[a] > 1 && TupleDescAttr(rowdesc, a - 1)->attlen == -1)
-			ev->expand[ev->nexpand++] = a;
-	if (ev->nexpand > 0)
-		ev->row_slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(rowdesc), &TTSOpsVirtual);
-	ev->natts = rowdesc->natts;
+			ev->expand[ev->nexpand++] = (positions != NULL ? positions[a - 1] + 1 : a);
 	MemoryContextSwitchTo(old);
 	return ev;
 }
@@ -391,10 +411,7 @@ rule_eval_shared(RuleEval *ev)
 	return list_length(ev->used);
 }
 
-/*
- * Evaluate every rule on one row (its first natts attributes are the
- * relation's columns): violated[i] when rule i is false or null.
- */
+/* Evaluate every rule on one row: violated[i] when rule i is false or null. */
 void
 rule_eval_row(RuleEval *ev, TupleTableSlot *slot, bool *violated)
 {
@@ -405,9 +422,20 @@ rule_eval_row(RuleEval *ev, TupleTableSlot *slot, bool *violated)
 	ev->row++;
 	if (ev->nexpand > 0)
 	{
-		TupleTableSlot *row = ev->row_slot;
-		MemoryContext old = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
+		TupleTableSlot *row;
+		MemoryContext old;
 
+		if (ev->row_slot == NULL)
+		{
+			/* The rows' descriptor is known at the first row. */
+			old = MemoryContextSwitchTo(ev->cxt);
+			ev->row_slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(slot->tts_tupleDescriptor),
+													&TTSOpsVirtual);
+			ev->natts = slot->tts_tupleDescriptor->natts;
+			MemoryContextSwitchTo(old);
+		}
+		row = ev->row_slot;
+		old = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
 		slot_getsomeattrs(slot, ev->natts);
 		ExecClearTuple(row);
 		memcpy(row->tts_values, slot->tts_values, sizeof(Datum) * ev->natts);

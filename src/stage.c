@@ -520,8 +520,7 @@ stage_row(StageReader *r, TupleTableSlot *in)
 	if (b->rules != NULL)
 	{
 		const char **dropped;
-		int			ndropped = batch_rules_row(b->rules, in->tts_values, in->tts_isnull,
-												   problems > 0, &dropped);
+		int			ndropped = batch_rules_row(b->rules, in, problems > 0, &dropped);
 
 		for (int i = 0; i < ndropped; i++)
 			add_reject(r, object_key, source_row_null, source_row, NULL, NULL,
