@@ -201,6 +201,17 @@ SELECT * FROM both_paths('sparse_a', 'sparse_b', 'sparse_stage',
     '[{"object_key":"s","version_id":"1","content_hash":"h","rows":140}]');
 SELECT count(*) FILTER (WHERE version = 3) AS at_v3, count(*) AS keys FROM sparse_a;
 
+-- room on every page: updates are heap-only (HOT) and add no index entries
+SELECT make_target('hot_a'), make_target('hot_b');
+ALTER TABLE hot_a SET (fillfactor = 50);
+ALTER TABLE hot_b SET (fillfactor = 50);
+VACUUM FULL hot_a;
+VACUUM FULL hot_b;
+SELECT * FROM both_paths('hot_a', 'hot_b', 'stage', (SELECT m FROM manifest));
+SELECT pg_stat_force_next_flush();
+SELECT relname, n_tup_hot_upd > 0 AS some_heap_only_updates
+  FROM pg_stat_user_tables WHERE relname IN ('hot_a', 'hot_b') ORDER BY relname;
+
 -- progress is reported while a batch runs and not after it
 SELECT count(*) AS running FROM reconcile.batch_progress;
 
@@ -214,12 +225,12 @@ SELECT c.relname AS index_verified
   JOIN pg_am AS am ON am.oid = c.relam,
        LATERAL bt_index_check(i.indexrelid::regclass, true) AS chk
  WHERE am.amname = 'btree' AND c.relkind = 'i'
-   AND t.relname ~ '^(plain|rich|trig|skip|big|sparse|part)_'
+   AND t.relname ~ '^(plain|rich|trig|skip|big|sparse|part|hot)_'
  ORDER BY 1;
 DROP EXTENSION amcheck;
 
 DROP EXTENSION reconcile;
 DROP TABLE stage, manifest, manifest2, plain_a, plain_b, rich_a, rich_b, bad_stage,
     audit, trig_a, trig_b, skip_a, part_a, part_b, big_stage, big_manifest, big_a, big_b,
-    sparse_stage, sparse_a, sparse_b;
+    sparse_stage, sparse_a, sparse_b, hot_a, hot_b;
 DROP FUNCTION both_paths, make_target, audit_row, skip_odd, make_partitioned, make_large;
