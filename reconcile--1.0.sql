@@ -148,7 +148,8 @@ CREATE VIEW reconcile.batch_progress AS
                          WHEN 4 THEN 'applying'
                          WHEN 5 THEN 'writing receipt' END AS phase,
            p.param9 AS rows_done,
-           p.param10 AS rows_total
+           p.param10 AS rows_total,
+           p.param11 AS workers
       FROM pg_catalog.pg_stat_get_progress_info('COPY') AS p
      WHERE p.param7 OPERATOR(pg_catalog.=) 1919247215;
 GRANT SELECT ON reconcile.batch_progress TO PUBLIC;

@@ -40,6 +40,7 @@ PG_FUNCTION_INFO_V1(reconcile_batch);
 #define PROGRESS_PARAM_PHASE	7
 #define PROGRESS_PARAM_DONE		8
 #define PROGRESS_PARAM_TOTAL	9
+#define PROGRESS_PARAM_WORKERS	10
 
 static bool progress_active = false;
 
@@ -88,6 +89,14 @@ progress_phase(BatchPhase phase)
 
 		pgstat_progress_update_multi_param(3, index, value);
 	}
+}
+
+/* Parallel workers reading the staged rows with the batch's own process. */
+void
+progress_workers(int workers)
+{
+	if (progress_active)
+		pgstat_progress_update_param(PROGRESS_PARAM_WORKERS, workers);
 }
 
 void

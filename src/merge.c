@@ -343,6 +343,7 @@ merge_batch(BatchState *b)
 	ExecDropSingleTupleTableSlot(slot);
 	tuplesort_end(b->sort);
 	b->sort = NULL;
+	stage_release(b);
 
 	probe_close(m.probe);
 	if (m.latest)

@@ -123,6 +123,7 @@ extern void progress_phase(BatchPhase phase);
 extern void pause_point(const char *name);
 extern char *reconcile_pause_at;
 extern void progress_rows(int64 done);
+extern void progress_workers(int workers);
 
 /* ---- receiver.c ---- */
 
@@ -178,9 +179,13 @@ typedef struct BatchState
 
 	/* rules.c: the target's attached data-quality rules, or NULL. */
 	struct BatchRules *rules;
+
+	/* A parallel read's shared sort, until merge.c has read it (stage.c). */
+	struct dsm_segment *stage_seg;
 } BatchState;
 
 extern void stage_read(BatchState *batch);
+extern void stage_release(BatchState *batch);
 extern void payload_hash_compute(TargetInfo *target, Datum *values,
 								 bool *isnull, bool is_delete,
 								 Sha256Ctx *sha, uint8 *digest);

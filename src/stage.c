@@ -24,14 +24,22 @@
  */
 #include "postgres.h"
 
+#include "access/parallel.h"
 #include "access/relation.h"
 #include "access/xact.h"
+#include "catalog/pg_am.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "optimizer/paths.h"
+#include "port/atomics.h"
+#include "storage/bufmgr.h"
+#include "storage/dsm.h"
+#include "storage/sharedfileset.h"
+#include "storage/shm_toc.h"
 #include "tcop/pquery.h"
 #include "pgtime.h"
 #include "utils/builtins.h"
@@ -43,6 +51,8 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/resowner.h"
+#include "utils/sharedtuplestore.h"
+#include "utils/snapmgr.h"
 
 #include "reconcile.h"
 #include "rules.h"
@@ -80,6 +90,17 @@ typedef struct StageReader
 	ResourceOwner owner;		/* the batch's, not the cursor's */
 	Sha256Ctx  *sha;
 	int64		nread;
+	Tuplesortstate *sort;		/* valid rows go here */
+
+	/*
+	 * Reading in parallel (see "Parallel reading" below): rejects are
+	 * spooled, since no process may write a table in parallel mode, and
+	 * progress is counted across every participant.
+	 */
+	SharedTuplestoreAccessor *spool;
+	TupleDesc	spooldesc;
+	MemoryContext spoolcxt;		/* lives as long as the spool */
+	pg_atomic_uint64 *shared_nread;
 } StageReader;
 
 /* ---- canonical text forms for hashing ---- */
@@ -318,6 +339,35 @@ add_reject(StageReader *r, const char *object_key, bool source_row_null,
 	Datum		values[7];
 	bool		isnull[7] = {false};
 
+	if (r->spool != NULL)
+	{
+		/* The spool's columns are those of reconcile.rejects from the third. */
+		Datum		sv[5];
+		bool		sn[5] = {false};
+		MinimalTuple tup;
+		MemoryContext oldcxt;
+
+		sv[0] = CStringGetTextDatum(object_key);
+		sv[1] = Int64GetDatum(source_row);
+		sn[1] = source_row_null;
+		sv[2] = column ? CStringGetTextDatum(column) : (Datum) 0;
+		sn[2] = (column == NULL);
+		sv[3] = raw ? CStringGetTextDatum(raw) : (Datum) 0;
+		sn[3] = (raw == NULL);
+		sv[4] = CStringGetTextDatum(reason);
+		tup = heap_form_minimal_tuple(r->spooldesc, sv, sn);
+
+		/*
+		 * The spool opens its file on the first tuple, in the current
+		 * context (PostgreSQL 15 does not switch to its own): not the
+		 * row's, which is reset after every row.
+		 */
+		oldcxt = MemoryContextSwitchTo(r->spoolcxt);
+		sts_puttuple(r->spool, NULL, tup);
+		MemoryContextSwitchTo(oldcxt);
+		pfree(tup);
+		return;
+	}
 	values[0] = CStringGetTextDatum(r->batch->batch_id);
 	values[1] = ObjectIdGetDatum(r->batch->target->relid);
 	values[2] = CStringGetTextDatum(object_key);
@@ -552,7 +602,7 @@ stage_row(StageReader *r, TupleTableSlot *in)
 	for (int i = 0; i < SORT_ATT_FIRST_KEY - 1; i++)
 		outnull[i] = false;
 	ExecStoreVirtualTuple(slot);
-	tuplesort_puttupleslot(b->sort, slot);
+	tuplesort_puttupleslot(r->sort, slot);
 	ExecClearTuple(slot);
 }
 
@@ -572,7 +622,17 @@ stage_receive(TupleTableSlot *slot, DestReceiver *self)
 	CHECK_FOR_INTERRUPTS();
 	stage_row(r, slot);
 	if (++r->nread % PROGRESS_EVERY == 0)
-		progress_rows(r->nread);
+	{
+		if (r->shared_nread == NULL)
+			progress_rows(r->nread);
+		else
+		{
+			uint64		all = pg_atomic_add_fetch_u64(r->shared_nread, PROGRESS_EVERY);
+
+			if (!IsParallelWorker())
+				progress_rows(all);
+		}
+	}
 	CurrentResourceOwner = portal_owner;
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(r->rowcxt);
@@ -630,9 +690,13 @@ sort_desc_create(TargetInfo *t)
 	return desc;
 }
 
-/* Sort by key, then version descending, then object and source row. */
+/*
+ * Sort by key, then version descending, then object and source row.  In a
+ * parallel read each participant sorts its share and the leader merges
+ * them (coordinate); serially coordinate is NULL.
+ */
 static Tuplesortstate *
-sort_begin(TargetInfo *t, TupleDesc desc)
+sort_begin(TargetInfo *t, TupleDesc desc, int sortmem, SortCoordinate coordinate)
 {
 	int			nsort = t->nkeys + 3;
 	AttrNumber *atts = palloc(sizeof(AttrNumber) * nsort);
@@ -657,34 +721,25 @@ sort_begin(TargetInfo *t, TupleDesc desc)
 	ops[n++] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT8OID, INT8OID,
 								   BTLessStrategyNumber);
 	return tuplesort_begin_heap(desc, nsort, atts, ops, colls, nullsfirst,
-								work_mem, NULL, TUPLESORT_NONE);
+								sortmem, coordinate, TUPLESORT_NONE);
 }
 
 /*
- * Read every staged row of the batch once.  On return the valid rows are
- * in batch->sort (not yet sorted), rejects are written, and per-object
- * staged row counts are known.
+ * Set up a reader of the batch's staged rows: which staged column feeds
+ * which target column, and the query that reads them, which the caller
+ * may narrow with further conditions (stage_range).  The same in the
+ * leader and in every parallel worker.
  */
-void
-stage_read(BatchState *b)
+static void
+stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 {
 	TargetInfo *t = b->target;
-	Relation	srel = relation_open(b->staged, AccessShareLock);
 	char	   *srelname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(srel)),
 													  RelationGetRelationName(srel));
-	StageReader r;
-	StringInfoData sql;
 	Oid			type;
-	Oid			argtype = TEXTARRAYOID;
-	Datum		arg;
-	ArrayBuildState *keys;
-	Portal		portal;
 
-	memset(&r, 0, sizeof(r));
-	r.batch = b;
-
-	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT s.object_key::pg_catalog.text, s.source_row,"
+	r->batch = b;
+	appendStringInfoString(sql, "SELECT s.object_key::pg_catalog.text, s.source_row,"
 						   " s.operation::pg_catalog.text");
 	staged_column(srel, "object_key", true, NULL);
 	staged_column(srel, "source_row", true, &type);
@@ -694,13 +749,13 @@ stage_read(BatchState *b)
 				 errmsg("column \"source_row\" of staged relation \"%s\" must be an integer, not %s",
 						RelationGetRelationName(srel), format_type_be(type))));
 	staged_column(srel, "operation", true, NULL);
-	r.source_row_pos = 2;
+	r->source_row_pos = 2;
 
-	r.ncols = t->nkeys + 1 + t->npayload;
-	r.cols = palloc0(sizeof(StagedColumn) * r.ncols);
-	for (int i = 0; i < r.ncols; i++)
+	r->ncols = t->nkeys + 1 + t->npayload;
+	r->cols = palloc0(sizeof(StagedColumn) * r->ncols);
+	for (int i = 0; i < r->ncols; i++)
 	{
-		StagedColumn *sc = &r.cols[i];
+		StagedColumn *sc = &r->cols[i];
 		TupleDesc	sdesc = RelationGetDescr(srel);
 		Form_pg_attribute att;
 		int			attno;
@@ -720,63 +775,475 @@ stage_read(BatchState *b)
 			getTypeOutputInfo(att->atttypid, &outfunc, &varlena);
 			fmgr_info(outfunc, &sc->staged_out);
 		}
-		appendStringInfo(&sql, ", s.%s", quote_identifier(sc->tcol->name));
+		appendStringInfo(sql, ", s.%s", quote_identifier(sc->tcol->name));
 	}
 	if (staged_column(srel, "payload_hash", false, &type) > 0)
 	{
 		Oid			outfunc;
 		bool		varlena;
 
-		r.hash_pos = 4 + r.ncols;
-		r.hash_type = type;
+		r->hash_pos = 4 + r->ncols;
+		r->hash_type = type;
 		getTypeOutputInfo(type, &outfunc, &varlena);
-		fmgr_info(outfunc, &r.hash_out);
-		appendStringInfoString(&sql, ", s.payload_hash");
+		fmgr_info(outfunc, &r->hash_out);
+		appendStringInfoString(sql, ", s.payload_hash");
 	}
 	/* Data-quality rules (rules.c): one boolean column per row rule. */
 	if (b->rules != NULL)
-		batch_rules_append_columns(b->rules, &sql, (r.hash_pos > 0 ? r.hash_pos : 3 + r.ncols) + 1);
-	appendStringInfo(&sql, " FROM %s AS s WHERE s.object_key::pg_catalog.text"
+		batch_rules_append_columns(b->rules, sql, (r->hash_pos > 0 ? r->hash_pos : 3 + r->ncols) + 1);
+	appendStringInfo(sql, " FROM %s AS s WHERE s.object_key::pg_catalog.text"
 					 " OPERATOR(pg_catalog.=) ANY ($1)", srelname);
-	relation_close(srel, AccessShareLock);
 
-	keys = initArrayResult(TEXTOID, CurrentMemoryContext, false);
-	for (int i = 0; i < b->manifest->nentries; i++)
-		keys = accumArrayResult(keys, CStringGetTextDatum(b->manifest->entries[i].object_key),
+	r->slot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsVirtual);
+	r->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile staged row",
+									  ALLOCSET_DEFAULT_SIZES);
+	r->sha = reconcile_sha256_begin();
+	r->owner = CurrentResourceOwner;
+}
+
+/* Narrow the query to the staged rows in blocks [from, to), or from on if to is 0. */
+static void
+stage_range(StringInfo sql, BlockNumber from, BlockNumber to)
+{
+	appendStringInfo(sql, " AND s.ctid OPERATOR(pg_catalog.>=) '(%u,0)'::pg_catalog.tid", from);
+	if (to > 0)
+		appendStringInfo(sql, " AND s.ctid OPERATOR(pg_catalog.<) '(%u,0)'::pg_catalog.tid", to);
+}
+
+/*
+ * Run the reader's query, handing each row to stage_receive().  read_only
+ * runs it with the active snapshot, as a parallel read must (every
+ * participant reads with the leader's); otherwise with a new one.
+ */
+static void
+stage_scan(StageReader *r, const char *sql, bool read_only)
+{
+	Manifest   *m = r->batch->manifest;
+	ArrayBuildState *keys = initArrayResult(TEXTOID, CurrentMemoryContext, false);
+	Oid			argtype = TEXTARRAYOID;
+	Datum		arg;
+	Portal		portal;
+
+	for (int i = 0; i < m->nentries; i++)
+		keys = accumArrayResult(keys, CStringGetTextDatum(m->entries[i].object_key),
 								false, TEXTOID, CurrentMemoryContext);
 	arg = makeArrayResult(keys, CurrentMemoryContext);
-
-	b->sortdesc = sort_desc_create(t);
-	b->sort = sort_begin(t, b->sortdesc);
-	r.slot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsVirtual);
-	{
-		static const Oid reject_types[7] = {TEXTOID, REGCLASSOID, TEXTOID, INT8OID,
-		TEXTOID, TEXTOID, TEXTOID};
-
-		r.rejects = state_buffer_create("INSERT INTO reconcile.rejects (batch_id, target,"
-										" object_key, source_row, column_name, raw_value, reason)"
-										" SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7))",
-										7, reject_types);
-	}
 
 	/*
 	 * The executor hands each row straight to stage_receive(), without the
 	 * copy SPI_cursor_fetch makes.  Rows come in chunks so that the rejects
 	 * buffer is flushed between them, never while the cursor's query runs.
 	 */
-	portal = SPI_cursor_open_with_args(NULL, sql.data, 1, &argtype, &arg, NULL,
-									   false, CURSOR_OPT_NO_SCROLL);
-	r.rowcxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile staged row",
-									 ALLOCSET_DEFAULT_SIZES);
-	r.sha = reconcile_sha256_begin();
-	r.owner = CurrentResourceOwner;
-	receiver_init(&r.dest, stage_receive);
-	while (PortalRunFetch(portal, FETCH_FORWARD, FETCH_ROWS, &r.dest) > 0)
-		state_buffer_flush(r.rejects);
-	progress_rows(r.nread);
+	portal = SPI_cursor_open_with_args(NULL, sql, 1, &argtype, &arg, NULL,
+									   read_only, CURSOR_OPT_NO_SCROLL);
+	receiver_init(&r->dest, stage_receive);
+	while (PortalRunFetch(portal, FETCH_FORWARD, FETCH_ROWS, &r->dest) > 0)
+	{
+		if (r->rejects != NULL)
+			state_buffer_flush(r->rejects);
+	}
 	SPI_cursor_close(portal);
-	MemoryContextDelete(r.rowcxt);
-	reconcile_sha256_end(r.sha);
-	state_buffer_flush(r.rejects);
-	ExecDropSingleTupleTableSlot(r.slot);
+	if (r->shared_nread != NULL)
+		pg_atomic_add_fetch_u64(r->shared_nread, r->nread % PROGRESS_EVERY);
+}
+
+static void
+stage_finish(StageReader *r)
+{
+	MemoryContextDelete(r->rowcxt);
+	reconcile_sha256_end(r->sha);
+	ExecDropSingleTupleTableSlot(r->slot);
+}
+
+static StateBuffer *
+rejects_buffer_create(void)
+{
+	static const Oid reject_types[7] = {TEXTOID, REGCLASSOID, TEXTOID, INT8OID,
+	TEXTOID, TEXTOID, TEXTOID};
+
+	return state_buffer_create("INSERT INTO reconcile.rejects (batch_id, target,"
+							   " object_key, source_row, column_name, raw_value, reason)"
+							   " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7))",
+							   7, reject_types);
+}
+
+/* ---- parallel reading ---- */
+
+/*
+ * A large plain table is read by the leader and parallel workers together,
+ * the way CREATE INDEX builds in parallel (nbtsort.c): each participant
+ * reads its own range of the staged relation's blocks with the same query
+ * and the leader's snapshot, casts, rejects and hashes its rows, and sorts
+ * them into runs in shared temporary files; the leader merges the runs.
+ * Rejects are spooled to a shared tuplestore, since no process may write a
+ * table in parallel mode, and written by the leader afterwards.
+ *
+ * The sort's shared state lives in a segment of its own, not in the
+ * parallel context's: the leader's merge is read while the batch writes
+ * the target, which must happen after parallel mode has ended and the
+ * context is gone.  merge.c detaches it (stage_release).
+ */
+#define STAGE_KEY_PARAMS	UINT64CONST(0x7265636f00000001)
+#define STAGE_KEY_OBJECTS	UINT64CONST(0x7265636f00000002)
+#define STAGE_KEY_COUNTS	UINT64CONST(0x7265636f00000003)
+
+typedef struct StageParams
+{
+	Oid			target;
+	Oid			staged;
+	int			nobjects;
+	int			nworkers;		/* requested; the leader reads the rest */
+	BlockNumber nblocks;
+	int			sortmem;		/* each participant's share of work_mem */
+	dsm_handle	handle;			/* of the StageShared segment */
+} StageParams;
+
+typedef struct StageShared
+{
+	pg_atomic_uint64 nread;		/* rows read by every participant */
+	SharedFileSet fileset;		/* the rejects spool's files */
+	Size		sort_offset;	/* of the Sharedsort */
+	Size		spool_offset;	/* of the SharedTuplestore */
+} StageShared;
+
+#define SHARED_SORT(sh) ((Sharedsort *) ((char *) (sh) + (sh)->sort_offset))
+#define SHARED_SPOOL(sh) ((SharedTuplestore *) ((char *) (sh) + (sh)->spool_offset))
+
+PGDLLEXPORT void reconcile_stage_worker(dsm_segment *seg, shm_toc *toc);
+
+/* The rejects spool's columns: reconcile.rejects' from object_key on. */
+static TupleDesc
+spool_desc_create(void)
+{
+	TupleDesc	desc = CreateTemplateTupleDesc(5);
+
+	TupleDescInitEntry(desc, 1, "object_key", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 2, "source_row", INT8OID, -1, 0);
+	TupleDescInitEntry(desc, 3, "column_name", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 4, "raw_value", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 5, "reason", TEXTOID, -1, 0);
+	return desc;
+}
+
+/*
+ * How many workers may help read: as for a parallel scan of the staged
+ * relation (min_parallel_table_scan_size, one more worker for every
+ * threefold size, the parallel_workers storage parameter), at most
+ * max_parallel_maintenance_workers.  None where a worker could not do what
+ * the leader does: a relation that is not a plain permanent heap table
+ * (workers cannot see temporary tables; views may hide anything), attached
+ * data-quality rules, or a value whose input function runs in a
+ * subtransaction (stage.c: input_value), which parallel mode forbids.
+ */
+static int
+stage_parallel_workers(BatchState *b, Relation srel, StageReader *r, BlockNumber *nblocks)
+{
+	int			workers;
+	BlockNumber threshold;
+
+	if (max_parallel_maintenance_workers <= 0 || b->rules != NULL ||
+		IsInParallelMode() || !IsUnderPostmaster ||
+		srel->rd_rel->relkind != RELKIND_RELATION ||
+		srel->rd_rel->relam != HEAP_TABLE_AM_OID ||
+		srel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
+		return 0;
+	for (int i = 0; i < r->ncols; i++)
+		if (r->cols[i].convert && !r->cols[i].tcol->catch_directly)
+			return 0;
+
+	*nblocks = RelationGetNumberOfBlocks(srel);
+	workers = RelationGetParallelWorkers(srel, -1);
+	if (workers < 0)
+	{
+		threshold = Max(min_parallel_table_scan_size, 1);
+		if (*nblocks < (BlockNumber) min_parallel_table_scan_size)
+			return 0;
+		workers = 1;
+		while (*nblocks >= threshold * 3 && threshold <= INT_MAX / 3)
+		{
+			workers++;
+			threshold *= 3;
+		}
+	}
+	return Min(workers, max_parallel_maintenance_workers);
+}
+
+/*
+ * Read the batch in parallel with nworkers workers.  Returns false, having
+ * read nothing, if no worker could be started.
+ */
+static bool
+stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
+					int nworkers, BlockNumber nblocks)
+{
+	TargetInfo *t = b->target;
+	Manifest   *m = b->manifest;
+	int			nparticipants = nworkers + 1;
+	ParallelContext *pcxt;
+	StageParams *params;
+	char	   *objects;
+	int64	   *counts;
+	Size		objects_size = 0;
+	Size		counts_size = sizeof(int64) * 2 * m->nentries * nworkers;
+	Size		segsize;
+	dsm_segment *seg;
+	StageShared *shared;
+	SortCoordinateData coordinate;
+	StringInfoData range;
+	int			launched;
+	SharedTuplestoreAccessor *spool;
+
+	for (int i = 0; i < m->nentries; i++)
+		objects_size += strlen(m->entries[i].object_key) + 1;
+
+	/*
+	 * Every participant reads with one snapshot, taken now as a serial read
+	 * would take it (after a command counter increment), since none may be
+	 * taken in parallel mode.
+	 */
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	EnterParallelMode();
+	pcxt = CreateParallelContext("reconcile", "reconcile_stage_worker", nworkers);
+	shm_toc_estimate_chunk(&pcxt->estimator, sizeof(StageParams));
+	shm_toc_estimate_chunk(&pcxt->estimator, objects_size);
+	shm_toc_estimate_chunk(&pcxt->estimator, counts_size);
+	shm_toc_estimate_keys(&pcxt->estimator, 3);
+	InitializeParallelDSM(pcxt);
+
+	segsize = MAXALIGN(sizeof(StageShared)) + MAXALIGN(tuplesort_estimate_shared(nparticipants)) +
+		sts_estimate(nparticipants);
+	seg = dsm_create(segsize, 0);
+	shared = dsm_segment_address(seg);
+	pg_atomic_init_u64(&shared->nread, 0);
+	shared->sort_offset = MAXALIGN(sizeof(StageShared));
+	shared->spool_offset = shared->sort_offset + MAXALIGN(tuplesort_estimate_shared(nparticipants));
+	tuplesort_initialize_shared(SHARED_SORT(shared), nparticipants, seg);
+	SharedFileSetInit(&shared->fileset, seg);
+	spool = sts_initialize(SHARED_SPOOL(shared), nparticipants, 0, 0,
+						   SHARED_TUPLESTORE_SINGLE_PASS, &shared->fileset,
+						   "reconcile rejects");
+
+	params = shm_toc_allocate(pcxt->toc, sizeof(StageParams));
+	params->target = t->relid;
+	params->staged = b->staged;
+	params->nobjects = m->nentries;
+	params->nworkers = nworkers;
+	params->nblocks = nblocks;
+	params->sortmem = Max(work_mem / nparticipants, 64);
+	params->handle = dsm_segment_handle(seg);
+	shm_toc_insert(pcxt->toc, STAGE_KEY_PARAMS, params);
+	objects = shm_toc_allocate(pcxt->toc, objects_size);
+	for (int i = 0, off = 0; i < m->nentries; i++)
+	{
+		strcpy(objects + off, m->entries[i].object_key);
+		off += strlen(m->entries[i].object_key) + 1;
+	}
+	shm_toc_insert(pcxt->toc, STAGE_KEY_OBJECTS, objects);
+	counts = shm_toc_allocate(pcxt->toc, counts_size);
+	memset(counts, 0, counts_size);
+	shm_toc_insert(pcxt->toc, STAGE_KEY_COUNTS, counts);
+
+	LaunchParallelWorkers(pcxt);
+	launched = pcxt->nworkers_launched;
+	ereport(DEBUG1,
+			(errmsg_internal("batch %s: %d of %d parallel workers started to read staged relation \"%s\"",
+							 b->batch_id, launched, nworkers, relation_display_name(b->staged))));
+	if (launched == 0)
+	{
+		DestroyParallelContext(pcxt);
+		ExitParallelMode();
+		PopActiveSnapshot();
+		dsm_detach(seg);
+		return false;			/* the caller reads serially */
+	}
+	progress_workers(launched);
+
+	/* The leader reads what the launched workers do not: the last range on. */
+	coordinate.isWorker = true;
+	coordinate.nParticipants = -1;
+	coordinate.sharedsort = SHARED_SORT(shared);
+	r->sort = sort_begin(t, b->sortdesc, params->sortmem, &coordinate);
+	r->spool = spool;
+	r->spooldesc = spool_desc_create();
+	r->spoolcxt = CurrentMemoryContext;
+	r->shared_nread = &shared->nread;
+	initStringInfo(&range);
+	appendStringInfoString(&range, sql);
+	stage_range(&range, (BlockNumber) ((uint64) nblocks * launched / nparticipants), 0);
+	stage_scan(r, range.data, true);
+	tuplesort_performsort(r->sort);
+	tuplesort_end(r->sort);
+	sts_end_write(spool);
+
+	WaitForParallelWorkersToFinish(pcxt);
+	for (int w = 0; w < launched; w++)
+	{
+		int64	   *c = counts + (Size) w * 2 * m->nentries;
+
+		for (int i = 0; i < m->nentries; i++)
+		{
+			b->staged_rows[i] += c[i];
+			b->counts[i][DISP_REJECTED] += c[m->nentries + i];
+			b->totals[DISP_REJECTED] += c[m->nentries + i];
+		}
+	}
+	DestroyParallelContext(pcxt);
+	ExitParallelMode();
+	PopActiveSnapshot();
+	progress_rows(pg_atomic_read_u64(&shared->nread));
+
+	/* The merge of every participant's runs, read by merge.c. */
+	coordinate.isWorker = false;
+	coordinate.nParticipants = launched + 1;
+	b->sort = sort_begin(t, b->sortdesc, work_mem, &coordinate);
+	b->stage_seg = seg;
+
+	/* Now the rejects can be written. */
+	{
+		StateBuffer *rejects = rejects_buffer_create();
+		TupleTableSlot *slot = MakeSingleTupleTableSlot(r->spooldesc, &TTSOpsMinimalTuple);
+		MinimalTuple tup;
+
+		sts_begin_parallel_scan(spool);
+		while ((tup = sts_parallel_scan_next(spool, NULL)) != NULL)
+		{
+			Datum		values[7];
+			bool		isnull[7] = {false};
+
+			ExecStoreMinimalTuple(tup, slot, false);
+			slot_getallattrs(slot);
+			values[0] = CStringGetTextDatum(b->batch_id);
+			values[1] = ObjectIdGetDatum(t->relid);
+			for (int i = 0; i < 5; i++)
+			{
+				values[2 + i] = slot->tts_values[i];
+				isnull[2 + i] = slot->tts_isnull[i];
+			}
+			state_buffer_add(rejects, values, isnull);
+		}
+		sts_end_parallel_scan(spool);
+		state_buffer_flush(rejects);
+		ExecDropSingleTupleTableSlot(slot);
+	}
+	return true;
+}
+
+/* A parallel worker's share of the read; see "parallel reading" above. */
+void
+reconcile_stage_worker(dsm_segment *pseg, shm_toc *toc)
+{
+	StageParams *params = shm_toc_lookup(toc, STAGE_KEY_PARAMS, false);
+	char	   *objects = shm_toc_lookup(toc, STAGE_KEY_OBJECTS, false);
+	int64	   *counts = shm_toc_lookup(toc, STAGE_KEY_COUNTS, false);
+	int			w = ParallelWorkerNumber;
+	int			nparticipants = params->nworkers + 1;
+	dsm_segment *seg;
+	StageShared *shared;
+	BatchState *b = palloc0(sizeof(BatchState));
+	Manifest   *m = palloc0(sizeof(Manifest));
+	StageReader r;
+	StringInfoData sql;
+	Relation	srel;
+	SortCoordinateData coordinate;
+
+	seg = dsm_attach(params->handle);
+	if (seg == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not map the shared memory of a parallel batch read")));
+	shared = dsm_segment_address(seg);
+
+	/* The manifest's object keys, in the leader's order: an object's index is the same. */
+	m->nentries = params->nobjects;
+	m->entries = palloc0(sizeof(ManifestEntry) * Max(m->nentries, 1));
+	for (int i = 0; i < m->nentries; i++)
+	{
+		m->entries[i].object_key = objects;
+		objects += strlen(objects) + 1;
+	}
+	b->manifest = m;
+	b->batch_id = "";			/* rejects are spooled: the leader names the batch */
+	b->staged = params->staged;
+	b->counts = palloc0(sizeof(int64) * DISP_COUNT * Max(m->nentries, 1));
+	b->staged_rows = palloc0(sizeof(int64) * Max(m->nentries, 1));
+
+	SPI_connect();
+	b->target = target_load(params->target);
+	b->sortdesc = sort_desc_create(b->target);
+	memset(&r, 0, sizeof(r));
+	srel = relation_open(params->staged, AccessShareLock);
+	initStringInfo(&sql);
+	stage_prepare(b, srel, &r, &sql);
+	relation_close(srel, AccessShareLock);
+	stage_range(&sql, (BlockNumber) ((uint64) params->nblocks * w / nparticipants),
+				(BlockNumber) ((uint64) params->nblocks * (w + 1) / nparticipants));
+
+	SharedFileSetAttach(&shared->fileset, seg);
+	r.spool = sts_attach(SHARED_SPOOL(shared), w + 1, &shared->fileset);
+	r.spooldesc = spool_desc_create();
+	r.spoolcxt = CurrentMemoryContext;
+	r.shared_nread = &shared->nread;
+	tuplesort_attach_shared(SHARED_SORT(shared), seg);
+	coordinate.isWorker = true;
+	coordinate.nParticipants = -1;
+	coordinate.sharedsort = SHARED_SORT(shared);
+	r.sort = sort_begin(b->target, b->sortdesc, params->sortmem, &coordinate);
+
+	stage_scan(&r, sql.data, true);
+	tuplesort_performsort(r.sort);
+	tuplesort_end(r.sort);
+	sts_end_write(r.spool);
+	stage_finish(&r);
+
+	counts += (Size) w * 2 * m->nentries;
+	for (int i = 0; i < m->nentries; i++)
+	{
+		counts[i] = b->staged_rows[i];
+		counts[m->nentries + i] = b->counts[i][DISP_REJECTED];
+	}
+	SPI_finish();
+	dsm_detach(seg);
+}
+
+/*
+ * Read every staged row of the batch once.  On return the valid rows are
+ * in batch->sort (not yet sorted), rejects are written, and per-object
+ * staged row counts are known.
+ */
+void
+stage_read(BatchState *b)
+{
+	Relation	srel = relation_open(b->staged, AccessShareLock);
+	StageReader r;
+	StringInfoData sql;
+	int			nworkers;
+	BlockNumber nblocks = 0;
+
+	memset(&r, 0, sizeof(r));
+	b->sortdesc = sort_desc_create(b->target);
+	initStringInfo(&sql);
+	stage_prepare(b, srel, &r, &sql);
+	nworkers = stage_parallel_workers(b, srel, &r, &nblocks);
+	relation_close(srel, AccessShareLock);
+
+	if (nworkers == 0 || !stage_read_parallel(b, &r, sql.data, nworkers, nblocks))
+	{
+		b->sort = sort_begin(b->target, b->sortdesc, work_mem, NULL);
+		r.sort = b->sort;
+		r.rejects = rejects_buffer_create();
+		stage_scan(&r, sql.data, false);
+		progress_rows(r.nread);
+		state_buffer_flush(r.rejects);
+	}
+	stage_finish(&r);
+}
+
+/* Give up the shared memory of a parallel read, once its sort is done. */
+void
+stage_release(BatchState *b)
+{
+	if (b->stage_seg != NULL)
+		dsm_detach(b->stage_seg);
+	b->stage_seg = NULL;
 }

@@ -2,10 +2,11 @@
 # The loader benchmark (issue 5, item 1).  See bench/README.md.
 #
 #   bash bench/loader/run.sh [--rows N] [--target T] [--work-mem SIZE] [--shared-buffers SIZE]
-#                            [--scale [--with-pipeline] [--sizes "N1 N2 ..."]]
+#                            [--parallel WORKERS] [--scale [--with-pipeline] [--sizes "N1 N2 ..."]]
 #                            [--use-existing] [--port P] [--no-install] [--keep]
 #
-# Defaults: N = T = 1,000,000; its own throwaway cluster on port 54339.
+# Defaults: N = T = 1,000,000; its own throwaway cluster on port 54339, with
+# max_parallel_maintenance_workers one less than the machine's cores.
 # One run: every figure is from a single execution, not the best of several.
 set -euo pipefail
 shopt -s inherit_errexit
@@ -19,6 +20,7 @@ ROWS=1000000
 TARGET=
 WORK_MEM=4MB
 SHARED_BUFFERS=1GB
+PARALLEL=$(($(nproc) > 1 ? $(nproc) - 1 : 0))
 SCALE=0
 WITH_PIPELINE=0
 SIZES="100000 1000000 10000000"
@@ -40,6 +42,7 @@ while [ $# -gt 0 ]; do
 	--target) TARGET=$2; shift 2 ;;
 	--work-mem) WORK_MEM=$2; shift 2 ;;
 	--shared-buffers) SHARED_BUFFERS=$2; shift 2 ;;
+	--parallel) PARALLEL=$2; shift 2 ;;
 	--scale) SCALE=1; shift ;;
 	--with-pipeline) WITH_PIPELINE=1; shift ;;
 	--sizes) SIZES=$2; shift 2 ;;
@@ -51,6 +54,7 @@ while [ $# -gt 0 ]; do
 	*) usage >&2; die "unknown argument: $1" ;;
 	esac
 done
+[[ $PARALLEL =~ ^[0-9]+$ ]] || die "--parallel takes a number of workers, not '$PARALLEL'"
 for n in $ROWS ${TARGET:-1} $SIZES; do
 	[[ $n =~ ^[1-9][0-9]*$ ]] || die "row counts must be positive integers, not '$n'"
 done
@@ -124,6 +128,9 @@ start_cluster() {
 		max_wal_size = 4GB
 		checkpoint_timeout = 30min
 		work_mem = '$WORK_MEM'
+		# reconcile_batch reads large staged tables with parallel workers
+		# (README, "Parallel reading"); one per spare core
+		max_parallel_maintenance_workers = $PARALLEL
 		synchronous_commit = on
 		fsync = on
 		autovacuum = off
@@ -220,8 +227,9 @@ machine() {
 		"$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)" \
 		"$(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo)" "$(uname -sr)" \
 		"$(psql_at -c 'SHOW server_version')"
-	printf 'settings: shared_buffers %s, work_mem %s, max_wal_size %s, synchronous_commit %s, fsync %s, full_page_writes %s\n' \
+	printf 'settings: shared_buffers %s, work_mem %s, max_parallel_maintenance_workers %s, max_wal_size %s, synchronous_commit %s, fsync %s, full_page_writes %s\n' \
 		"$(psql_at -c 'SHOW shared_buffers')" "$(psql_at -c 'SHOW work_mem')" \
+		"$(psql_at -c 'SHOW max_parallel_maintenance_workers')" \
 		"$(psql_at -c 'SHOW max_wal_size')" "$(psql_at -c 'SHOW synchronous_commit')" \
 		"$(psql_at -c 'SHOW fsync')" "$(psql_at -c 'SHOW full_page_writes')"
 	local so now
