@@ -47,7 +47,7 @@ _PG_init(void)
 							 NULL, NULL, NULL);
 	DefineCustomStringVariable("reconcile.pause_at",
 							   "For tests: pause a batch at a named point.",
-							   "At the named point (staged, merged or receipt) the batch waits for "
+							   "At the named point (reading, staged, merged or receipt) the batch waits for "
 							   "advisory lock 7265636f6e63696c on the current database, so a test can "
 							   "hold that lock, crash the server at a known point, or release it.",
 							   &reconcile_pause_at,

@@ -1058,6 +1058,7 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 		return false;			/* the caller reads serially */
 	}
 	progress_workers(launched);
+	pause_point("reading");		/* tests: a batch held while its workers read */
 
 	/* The leader reads what the launched workers do not: the last range on. */
 	coordinate.isWorker = true;
