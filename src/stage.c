@@ -726,9 +726,9 @@ sort_begin(TargetInfo *t, TupleDesc desc, int sortmem, SortCoordinate coordinate
 
 /*
  * Set up a reader of the batch's staged rows: which staged column feeds
- * which target column, and the query that reads them, which the caller
- * may narrow with further conditions (stage_range).  The same in the
- * leader and in every parallel worker.
+ * which target column, and the query that reads them, which a parallel
+ * read narrows to one chunk of blocks at a time (stage_scan_chunks).  The
+ * same in the leader and in every parallel worker.
  */
 static void
 stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
@@ -801,14 +801,6 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 	r->owner = CurrentResourceOwner;
 }
 
-/* Narrow the query to the staged rows in blocks [from, to), or from on if to is 0. */
-static void
-stage_range(StringInfo sql, BlockNumber from, BlockNumber to)
-{
-	appendStringInfo(sql, " AND s.ctid OPERATOR(pg_catalog.>=) '(%u,0)'::pg_catalog.tid", from);
-	if (to > 0)
-		appendStringInfo(sql, " AND s.ctid OPERATOR(pg_catalog.<) '(%u,0)'::pg_catalog.tid", to);
-}
 
 /*
  * Run the reader's query, handing each row to stage_receive().  read_only
@@ -872,9 +864,12 @@ rejects_buffer_create(void)
 /*
  * A large plain table is read by the leader and parallel workers together,
  * the way CREATE INDEX builds in parallel (nbtsort.c): each participant
- * reads its own range of the staged relation's blocks with the same query
- * and the leader's snapshot, casts, rejects and hashes its rows, and sorts
- * them into runs in shared temporary files; the leader merges the runs.
+ * claims chunks of the staged relation's blocks until none is left, reads
+ * each with the same query and the leader's snapshot, casts, rejects and
+ * hashes its rows, and sorts them into runs in shared temporary files; the
+ * leader merges the runs.  Chunks, rather than one range per participant,
+ * keep a participant that gets less of the machine from holding the others
+ * up: the leader cannot merge before every participant is done.
  * Rejects are spooled to a shared tuplestore, since no process may write a
  * table in parallel mode, and written by the leader afterwards.
  *
@@ -892,15 +887,19 @@ typedef struct StageParams
 	Oid			target;
 	Oid			staged;
 	int			nobjects;
-	int			nworkers;		/* requested; the leader reads the rest */
-	BlockNumber nblocks;
 	int			sortmem;		/* each participant's share of work_mem */
 	dsm_handle	handle;			/* of the StageShared segment */
 } StageParams;
 
+/* Chunks per participant: small enough to even out, few enough to plan. */
+#define CHUNKS_PER_PARTICIPANT 8
+
 typedef struct StageShared
 {
 	pg_atomic_uint64 nread;		/* rows read by every participant */
+	pg_atomic_uint32 next_chunk;	/* the next chunk to claim */
+	uint32		nchunks;
+	BlockNumber chunk_blocks;	/* the last chunk also takes any blocks added */
 	SharedFileSet fileset;		/* the rejects spool's files */
 	Size		sort_offset;	/* of the Sharedsort */
 	Size		spool_offset;	/* of the SharedTuplestore */
@@ -910,6 +909,33 @@ typedef struct StageShared
 #define SHARED_SPOOL(sh) ((SharedTuplestore *) ((char *) (sh) + (sh)->spool_offset))
 
 PGDLLEXPORT void reconcile_stage_worker(dsm_segment *seg, shm_toc *toc);
+
+/*
+ * Read chunks of the staged relation until none is left.  The last chunk
+ * has no end: blocks added since the leader counted them may hold rows
+ * its snapshot sees.
+ */
+static void
+stage_scan_chunks(StageReader *r, StageShared *shared, const char *sql)
+{
+	StringInfoData chunk;
+	uint32		c;
+
+	initStringInfo(&chunk);
+	while ((c = pg_atomic_fetch_add_u32(&shared->next_chunk, 1)) < shared->nchunks)
+	{
+		BlockNumber from = c * shared->chunk_blocks;
+
+		resetStringInfo(&chunk);
+		appendStringInfo(&chunk, "%s AND s.ctid OPERATOR(pg_catalog.>=) '(%u,0)'::pg_catalog.tid",
+						 sql, from);
+		if (c < shared->nchunks - 1)
+			appendStringInfo(&chunk, " AND s.ctid OPERATOR(pg_catalog.<) '(%u,0)'::pg_catalog.tid",
+							 from + shared->chunk_blocks);
+		stage_scan(r, chunk.data, true);
+	}
+	pfree(chunk.data);
+}
 
 /* The rejects spool's columns: reconcile.rejects' from object_key on. */
 static TupleDesc
@@ -989,7 +1015,6 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	dsm_segment *seg;
 	StageShared *shared;
 	SortCoordinateData coordinate;
-	StringInfoData range;
 	int			launched;
 	SharedTuplestoreAccessor *spool;
 
@@ -1016,6 +1041,9 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	seg = dsm_create(segsize, 0);
 	shared = dsm_segment_address(seg);
 	pg_atomic_init_u64(&shared->nread, 0);
+	pg_atomic_init_u32(&shared->next_chunk, 0);
+	shared->chunk_blocks = Max(nblocks / (nparticipants * CHUNKS_PER_PARTICIPANT), 1);
+	shared->nchunks = Max((nblocks + shared->chunk_blocks - 1) / shared->chunk_blocks, 1);
 	shared->sort_offset = MAXALIGN(sizeof(StageShared));
 	shared->spool_offset = shared->sort_offset + MAXALIGN(tuplesort_estimate_shared(nparticipants));
 	tuplesort_initialize_shared(SHARED_SORT(shared), nparticipants, seg);
@@ -1028,8 +1056,6 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	params->target = t->relid;
 	params->staged = b->staged;
 	params->nobjects = m->nentries;
-	params->nworkers = nworkers;
-	params->nblocks = nblocks;
 	params->sortmem = Max(work_mem / nparticipants, 64);
 	params->handle = dsm_segment_handle(seg);
 	shm_toc_insert(pcxt->toc, STAGE_KEY_PARAMS, params);
@@ -1060,7 +1086,7 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	progress_workers(launched);
 	pause_point("reading");		/* tests: a batch held while its workers read */
 
-	/* The leader reads what the launched workers do not: the last range on. */
+	/* The leader reads chunks too, as one more participant. */
 	coordinate.isWorker = true;
 	coordinate.nParticipants = -1;
 	coordinate.sharedsort = SHARED_SORT(shared);
@@ -1069,10 +1095,7 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	r->spooldesc = spool_desc_create();
 	r->spoolcxt = CurrentMemoryContext;
 	r->shared_nread = &shared->nread;
-	initStringInfo(&range);
-	appendStringInfoString(&range, sql);
-	stage_range(&range, (BlockNumber) ((uint64) nblocks * launched / nparticipants), 0);
-	stage_scan(r, range.data, true);
+	stage_scan_chunks(r, shared, sql);
 	tuplesort_performsort(r->sort);
 	tuplesort_end(r->sort);
 	sts_end_write(spool);
@@ -1138,7 +1161,6 @@ reconcile_stage_worker(dsm_segment *pseg, shm_toc *toc)
 	char	   *objects = shm_toc_lookup(toc, STAGE_KEY_OBJECTS, false);
 	int64	   *counts = shm_toc_lookup(toc, STAGE_KEY_COUNTS, false);
 	int			w = ParallelWorkerNumber;
-	int			nparticipants = params->nworkers + 1;
 	dsm_segment *seg;
 	StageShared *shared;
 	BatchState *b = palloc0(sizeof(BatchState));
@@ -1177,8 +1199,6 @@ reconcile_stage_worker(dsm_segment *pseg, shm_toc *toc)
 	initStringInfo(&sql);
 	stage_prepare(b, srel, &r, &sql);
 	relation_close(srel, AccessShareLock);
-	stage_range(&sql, (BlockNumber) ((uint64) params->nblocks * w / nparticipants),
-				(BlockNumber) ((uint64) params->nblocks * (w + 1) / nparticipants));
 
 	SharedFileSetAttach(&shared->fileset, seg);
 	r.spool = sts_attach(SHARED_SPOOL(shared), w + 1, &shared->fileset);
@@ -1191,7 +1211,7 @@ reconcile_stage_worker(dsm_segment *pseg, shm_toc *toc)
 	coordinate.sharedsort = SHARED_SORT(shared);
 	r.sort = sort_begin(b->target, b->sortdesc, params->sortmem, &coordinate);
 
-	stage_scan(&r, sql.data, true);
+	stage_scan_chunks(&r, shared, sql.data);
 	tuplesort_performsort(r.sort);
 	tuplesort_end(r.sort);
 	sts_end_write(r.spool);
