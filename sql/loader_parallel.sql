@@ -153,3 +153,7 @@ SELECT status, staged_rows, inserted + updated + deleted + unchanged + stale + d
   FROM reconcile_batch('t_temp', 'temp_stage',
        (SELECT jsonb_agg(jsonb_build_object('object_key', 'part-03', 'version_id', 'tmp',
                'content_hash', 'none', 'rows', count)) FROM (SELECT count(*) FROM temp_stage) c));
+
+DROP EXTENSION reconcile;
+DROP TABLE stage, temp_stage, full_manifest, t_serial, t_parallel, t_fallback, t_short, t_temp;
+DROP FUNCTION make_target(text), manifest_for(text), differences(regclass, regclass);
