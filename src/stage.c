@@ -1127,6 +1127,7 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	{
 		StateBuffer *rejects = rejects_buffer_create();
 		TupleTableSlot *slot = MakeSingleTupleTableSlot(r->spooldesc, &TTSOpsMinimalTuple);
+		Datum		batch_id = CStringGetTextDatum(b->batch_id);
 		MinimalTuple tup;
 
 		sts_begin_parallel_scan(spool);
@@ -1135,9 +1136,10 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 			Datum		values[7];
 			bool		isnull[7] = {false};
 
+			/* The buffer copies the values: nothing is allocated per row here. */
 			ExecStoreMinimalTuple(tup, slot, false);
 			slot_getallattrs(slot);
-			values[0] = CStringGetTextDatum(b->batch_id);
+			values[0] = batch_id;
 			values[1] = ObjectIdGetDatum(t->relid);
 			for (int i = 0; i < 5; i++)
 			{
