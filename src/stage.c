@@ -91,6 +91,7 @@ typedef struct StageReader
 	Sha256Ctx  *sha;
 	int64		nread;
 	Tuplesortstate *sort;		/* valid rows go here */
+	Datum		object_keys;	/* text[] of the manifest's objects: the query's $1 */
 
 	/*
 	 * Reading in parallel (see "Parallel reading" below): rejects are
@@ -101,6 +102,7 @@ typedef struct StageReader
 	TupleDesc	spooldesc;
 	MemoryContext spoolcxt;		/* lives as long as the spool */
 	pg_atomic_uint64 *shared_nread;
+	int64		nread_shared;	/* how many of nread were added to it */
 } StageReader;
 
 /* ---- canonical text forms for hashing ---- */
@@ -606,6 +608,20 @@ stage_row(StageReader *r, TupleTableSlot *in)
 	ExecClearTuple(slot);
 }
 
+/*
+ * A parallel read: add the rows read since the last call to the count of
+ * every participant's, which the leader reports.
+ */
+static void
+progress_shared(StageReader *r)
+{
+	uint64		all = pg_atomic_add_fetch_u64(r->shared_nread, r->nread - r->nread_shared);
+
+	r->nread_shared = r->nread;
+	if (!IsParallelWorker())
+		progress_rows(all);
+}
+
 static bool
 stage_receive(TupleTableSlot *slot, DestReceiver *self)
 {
@@ -626,12 +642,7 @@ stage_receive(TupleTableSlot *slot, DestReceiver *self)
 		if (r->shared_nread == NULL)
 			progress_rows(r->nread);
 		else
-		{
-			uint64		all = pg_atomic_add_fetch_u64(r->shared_nread, PROGRESS_EVERY);
-
-			if (!IsParallelWorker())
-				progress_rows(all);
-		}
+			progress_shared(r);
 	}
 	CurrentResourceOwner = portal_owner;
 	MemoryContextSwitchTo(old);
@@ -799,8 +810,18 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 									  ALLOCSET_DEFAULT_SIZES);
 	r->sha = reconcile_sha256_begin();
 	r->owner = CurrentResourceOwner;
-}
 
+	/* Made once: a parallel read runs the query once per chunk. */
+	{
+		Manifest   *m = b->manifest;
+		ArrayBuildState *keys = initArrayResult(TEXTOID, CurrentMemoryContext, false);
+
+		for (int i = 0; i < m->nentries; i++)
+			keys = accumArrayResult(keys, CStringGetTextDatum(m->entries[i].object_key),
+									false, TEXTOID, CurrentMemoryContext);
+		r->object_keys = makeArrayResult(keys, CurrentMemoryContext);
+	}
+}
 
 /*
  * Run the reader's query, handing each row to stage_receive().  read_only
@@ -810,23 +831,15 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 static void
 stage_scan(StageReader *r, const char *sql, bool read_only)
 {
-	Manifest   *m = r->batch->manifest;
-	ArrayBuildState *keys = initArrayResult(TEXTOID, CurrentMemoryContext, false);
 	Oid			argtype = TEXTARRAYOID;
-	Datum		arg;
 	Portal		portal;
-
-	for (int i = 0; i < m->nentries; i++)
-		keys = accumArrayResult(keys, CStringGetTextDatum(m->entries[i].object_key),
-								false, TEXTOID, CurrentMemoryContext);
-	arg = makeArrayResult(keys, CurrentMemoryContext);
 
 	/*
 	 * The executor hands each row straight to stage_receive(), without the
 	 * copy SPI_cursor_fetch makes.  Rows come in chunks so that the rejects
 	 * buffer is flushed between them, never while the cursor's query runs.
 	 */
-	portal = SPI_cursor_open_with_args(NULL, sql, 1, &argtype, &arg, NULL,
+	portal = SPI_cursor_open_with_args(NULL, sql, 1, &argtype, &r->object_keys, NULL,
 									   read_only, CURSOR_OPT_NO_SCROLL);
 	receiver_init(&r->dest, stage_receive);
 	while (PortalRunFetch(portal, FETCH_FORWARD, FETCH_ROWS, &r->dest) > 0)
@@ -836,7 +849,7 @@ stage_scan(StageReader *r, const char *sql, bool read_only)
 	}
 	SPI_cursor_close(portal);
 	if (r->shared_nread != NULL)
-		pg_atomic_add_fetch_u64(r->shared_nread, r->nread % PROGRESS_EVERY);
+		progress_shared(r);
 }
 
 static void
