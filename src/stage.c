@@ -341,23 +341,20 @@ add_reject(StageReader *r, const char *object_key, bool source_row_null,
 	Datum		values[7];
 	bool		isnull[7] = {false};
 
+	values[2] = CStringGetTextDatum(object_key);
+	values[3] = Int64GetDatum(source_row);
+	isnull[3] = source_row_null;
+	values[4] = column ? CStringGetTextDatum(column) : (Datum) 0;
+	isnull[4] = (column == NULL);
+	values[5] = raw ? CStringGetTextDatum(raw) : (Datum) 0;
+	isnull[5] = (raw == NULL);
+	values[6] = CStringGetTextDatum(reason);
+
 	if (r->spool != NULL)
 	{
 		/* The spool's columns are those of reconcile.rejects from the third. */
-		Datum		sv[5];
-		bool		sn[5] = {false};
-		MinimalTuple tup;
+		MinimalTuple tup = heap_form_minimal_tuple(r->spooldesc, &values[2], &isnull[2]);
 		MemoryContext oldcxt;
-
-		sv[0] = CStringGetTextDatum(object_key);
-		sv[1] = Int64GetDatum(source_row);
-		sn[1] = source_row_null;
-		sv[2] = column ? CStringGetTextDatum(column) : (Datum) 0;
-		sn[2] = (column == NULL);
-		sv[3] = raw ? CStringGetTextDatum(raw) : (Datum) 0;
-		sn[3] = (raw == NULL);
-		sv[4] = CStringGetTextDatum(reason);
-		tup = heap_form_minimal_tuple(r->spooldesc, sv, sn);
 
 		/*
 		 * The spool opens its file on the first tuple, in the current
@@ -372,14 +369,6 @@ add_reject(StageReader *r, const char *object_key, bool source_row_null,
 	}
 	values[0] = CStringGetTextDatum(r->batch->batch_id);
 	values[1] = ObjectIdGetDatum(r->batch->target->relid);
-	values[2] = CStringGetTextDatum(object_key);
-	values[3] = Int64GetDatum(source_row);
-	isnull[3] = source_row_null;
-	values[4] = column ? CStringGetTextDatum(column) : (Datum) 0;
-	isnull[4] = (column == NULL);
-	values[5] = raw ? CStringGetTextDatum(raw) : (Datum) 0;
-	isnull[5] = (raw == NULL);
-	values[6] = CStringGetTextDatum(reason);
 	state_buffer_add(r->rejects, values, isnull);
 }
 
