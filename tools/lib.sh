@@ -4,8 +4,10 @@
 # shellcheck shell=bash disable=SC2034  # variables are used by the sourcing scripts
 
 PG_MAJOR=15
-PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
-PG_PGXS_DIR=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs
+# RECONCILE_PG_BINDIR points at another (relocated) copy of PostgreSQL 15,
+# so that several checkouts can build, install and test side by side.
+PG_BINDIR=${RECONCILE_PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
+PG_PGXS_DIR=$(dirname "$PG_BINDIR")/lib/pgxs
 PG_PERL_DIR=$PG_PGXS_DIR/src/test/perl
 PG_REGRESS_BIN=$PG_PGXS_DIR/src/test/regress/pg_regress
 
