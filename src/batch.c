@@ -112,18 +112,19 @@ progress_rows(int64 done)
 }
 
 /*
- * A transaction-level advisory lock on the batch id.  Its fourth tag field
+ * A transaction-level advisory lock on the batch in its target: the
+ * target's OID and the first 32 bits of the batch id.  Its fourth tag field
  * (3) is one no SQL-level advisory lock function uses, so it cannot collide
- * with an application's advisory locks.
+ * with an application's advisory locks; a batch of another target never
+ * waits for it.
  */
 static void
-lock_batch_id(const char *batch_id)
+lock_batch_id(Oid target, const char *batch_id)
 {
 	LOCKTAG		tag;
-	uint32		key1 = (uint32) strtoul(pnstrdup(batch_id, 8), NULL, 16);
-	uint32		key2 = (uint32) strtoul(pnstrdup(batch_id + 8, 8), NULL, 16);
+	uint32		key = (uint32) strtoul(pnstrdup(batch_id, 8), NULL, 16);
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, key1, key2, 3);
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, target, key, 3);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
@@ -196,11 +197,13 @@ reconcile_batch(PG_FUNCTION_ARGS)
 
 	/*
 	 * One batch at a time per target; readers are not blocked.  And one
-	 * session at a time per manifest, whatever the target, so that a
-	 * manifest loaded into two targets at once is refused cleanly.
+	 * session at a time per manifest and target.  A batch is identified by
+	 * its target and batch id: the same manifest may be loaded into other
+	 * targets at the same time, and nothing done to another table (by
+	 * whatever role) makes this one wait or fail.
 	 */
 	LockRelationOid(b->target->relid, ShareRowExclusiveLock);
-	lock_batch_id(b->batch_id);
+	lock_batch_id(b->target->relid, b->batch_id);
 
 	if (receipt_lookup(b->batch_id, b->target->relid, values, isnull))
 	{

@@ -2,10 +2,12 @@
  * receipt.c
  *		Receipts, loaded objects and cursors: what makes a replay a no-op.
  *
- * A committed batch leaves one receipt (keyed by its batch id), one row
- * per object it loaded and, when it names a source, the source's cursor,
- * all in the transaction that merged it.  A manifest whose batch id has a
- * receipt is a replay and gets the stored receipt back.  The state tables
+ * A committed batch leaves one receipt (keyed by its target and its batch
+ * id), one row per object it loaded and, when it names a source, the
+ * source's cursor, all in the transaction that merged it.  A manifest
+ * whose batch id has a receipt for the same target is a replay and gets
+ * the stored receipt back; the same manifest may be committed into other
+ * targets, each with its receipt.  The state tables
  * are written as their owner (see target.c), set-based: rows are buffered
  * in arrays and inserted with one INSERT ... SELECT FROM unnest(...).
  */
@@ -130,50 +132,60 @@ state_buffer_flush(StateBuffer *buf)
  * the target's lock; look with the latest snapshot too.
  */
 static bool
-receipt_committed_concurrently(const char *batch_id)
+receipt_committed_concurrently(const char *batch_id, Oid target)
 {
-	Oid			nsp = get_namespace_oid("reconcile", false);
-	Relation	rel = table_open(get_relname_relid("receipts", nsp), AccessShareLock);
-	ScanKeyData key;
-	SysScanDesc scan;
-	bool		found;
+	SPIPlanPtr	plan;
+	Oid			types[2] = {REGCLASSOID, TEXTOID};
+	Datum		args[2];
+	int			ret;
 
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ, CStringGetTextDatum(batch_id));
-	key.sk_collation = DEFAULT_COLLATION_OID;
-	scan = systable_beginscan(rel, get_relname_relid("receipts_pkey", nsp), true,
-							  GetLatestSnapshot(), 1, &key);
-	found = HeapTupleIsValid(systable_getnext(scan));
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return found;
+	args[0] = ObjectIdGetDatum(target);
+	args[1] = CStringGetTextDatum(batch_id);
+	plan = SPI_prepare("SELECT 1 FROM reconcile.receipts"
+					   " WHERE target OPERATOR(pg_catalog.=) $1"
+					   " AND batch_id OPERATOR(pg_catalog.=) $2",
+					   2, types);
+	if (plan == NULL)
+		elog(ERROR, "could not prepare the look-up of reconcile.receipts");
+	ret = SPI_execute_snapshot(plan, args, NULL, GetLatestSnapshot(),
+							   InvalidSnapshot, true, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read reconcile.receipts");
+	SPI_freeplan(plan);
+	return SPI_processed > 0;
 }
 
 /*
- * Look the batch up.  When it has a receipt, fill values/isnull with it
- * (status 'replayed') and return true.
+ * Look the batch up in the target's receipts.  When it has one, fill
+ * values/isnull with it (status 'replayed') and return true.  A batch is
+ * identified by its target and its batch id: a manifest committed into
+ * another table, by whichever role, is not this target's business.
  */
 bool
 receipt_lookup(const char *batch_id, Oid target, Datum *values, bool *isnull)
 {
 	StateUser	su;
-	Datum		arg = CStringGetTextDatum(batch_id);
-	Oid			argtype = TEXTOID;
+	Datum		args[2];
+	Oid			types[2] = {REGCLASSOID, TEXTOID};
 	int			ret;
 
+	args[0] = ObjectIdGetDatum(target);
+	args[1] = CStringGetTextDatum(batch_id);
 	state_user_enter(&su);
 	ret = SPI_execute_with_args("SELECT batch_id, target, 'replayed', inserted, updated,"
 								" deleted, unchanged, stale, duplicates, conflicts, rejected,"
 								" checksum, committed_at, staged_rows, objects"
-								" FROM reconcile.receipts WHERE batch_id OPERATOR(pg_catalog.=) $1",
-								1, &argtype, &arg, NULL, false, 1);
+								" FROM reconcile.receipts WHERE target OPERATOR(pg_catalog.=) $1"
+								" AND batch_id OPERATOR(pg_catalog.=) $2",
+								2, types, args, NULL, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "could not read reconcile.receipts");
 	if (SPI_processed == 0 && IsolationUsesXactSnapshot() &&
-		receipt_committed_concurrently(batch_id))
+		receipt_committed_concurrently(batch_id, target))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("could not serialize access: batch %s was committed by a concurrent transaction",
-						batch_id),
+				 errmsg("could not serialize access: batch %s was committed to table \"%s\" by a concurrent transaction",
+						batch_id, relation_display_name(target)),
 				 errhint("Retry the transaction; the retry returns the stored receipt with status 'replayed'.")));
 	state_user_leave(&su);
 
@@ -182,14 +194,6 @@ receipt_lookup(const char *batch_id, Oid target, Datum *values, bool *isnull)
 
 	for (int i = 0; i < RECEIPT_NATTS; i++)
 		values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull[i]);
-	if (DatumGetObjectId(values[1]) != target)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNIQUE_VIOLATION),
-				 errmsg("batch %s was already committed to table \"%s\"",
-						batch_id, relation_display_name(DatumGetObjectId(values[1]))),
-				 errdetail("The batch id is the digest of the manifest, and a manifest is committed once."),
-				 errhint("Load these objects into table \"%s\" under a manifest of its own.",
-						 relation_display_name(target))));
 	return true;
 }
 
