@@ -561,6 +561,13 @@ reconcile_register(PG_FUNCTION_ARGS)
 				 errmsg("relation with OID %u does not exist", relid)));
 	if (!pg_class_ownercheck(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+	/* Its state would outlive it: drop.c sees no drop at session end. */
+	if (get_rel_persistence(relid) == RELPERSISTENCE_TEMP)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s\" is temporary", get_rel_name(relid)),
+				 errdetail("A target's receipts, rejects and cursors are kept beyond the session, and a temporary table is dropped at its end without notice."),
+				 errhint("Register a permanent or unlogged table.")));
 
 	keys = text_array_elems(PG_GETARG_ARRAYTYPE_P(1), "key_columns", &nkeys);
 	if (!PG_ARGISNULL(6))
