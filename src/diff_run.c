@@ -6,7 +6,8 @@
  *
  * A job runs with the caller's rights, like reconcile_diff itself; only the
  * recording switches to the state tables' owner, after the diff has read
- * both sides as the caller.  Each job runs in its own subtransaction, so a
+ * both sides as the caller.  A run that fails for want of the caller's
+ * rights is not recorded: the error goes to the caller.  Each job runs in its own subtransaction, so a
  * job that fails (a dropped table, a bad option) is recorded with its
  * error and the others still run.
  */
@@ -15,13 +16,16 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/fmgroids.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
@@ -59,11 +63,42 @@ static const Oid run_insert_types[RUN_INSERT_NARGS] = {
 	JSONBOID, INT8OID, TEXTOID, NAMEOID
 };
 
+/*
+ * Before a job's relation is locked, the caller must have some SELECT
+ * right on it (on the table or on columns, as the diff itself checks),
+ * and it must outlive the session: a temporary relation disappears at
+ * session end without notice, and its runs would name its OID for ever.
+ */
+static void
+check_job_relation(const RangeVar *rv, Oid relid, Oid oldrelid, void *arg)
+{
+	DiffJob    *job = (DiffJob *) arg;
+	Oid			user = GetUserId();
+
+	if (!OidIsValid(relid))
+		return;
+	if (pg_class_aclcheck(relid, user, ACL_SELECT) != ACLCHECK_OK &&
+		pg_attribute_aclcheck_all(relid, user, ACL_SELECT, ACLMASK_ANY) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for relation \"%s\" of diff job \"%s\"",
+						rv->relname, job->name),
+				 errdetail("A job runs with the caller's rights, and role \"%s\" may not SELECT from it; nothing was recorded.",
+						   GetUserNameFromId(user, false)),
+				 errhint("Run the job as a role that may read both of its relations.")));
+	if (get_rel_persistence(relid) == RELPERSISTENCE_TEMP)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("relation \"%s\" of diff job \"%s\" is temporary", rv->relname, job->name),
+				 errdetail("Runs are kept after the session ends, and a temporary relation is not.")));
+}
+
 static Oid
 resolve_job_relation(DiffJob *job, const char *side, const char *name)
 {
 	RangeVar   *rv = makeRangeVarFromNameList(stringToQualifiedNameList(name));
-	Oid			relid = RangeVarGetRelid(rv, AccessShareLock, true);
+	Oid			relid = RangeVarGetRelidExtended(rv, AccessShareLock, RVR_MISSING_OK,
+												 check_job_relation, job);
 
 	if (!OidIsValid(relid))
 		ereport(ERROR,
@@ -295,9 +330,16 @@ reconcile_diff_run(PG_FUNCTION_ARGS)
 			RollbackAndReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(oldcxt);
 			CurrentResourceOwner = oldowner;
-			/* A cancelled run is not a failed job: stop. */
+			/*
+			 * A cancelled run is not a failed job: stop.  Nor is a run the
+			 * caller has not the rights for: the job's history records runs
+			 * of roles that may read both relations (and of any role, a
+			 * relation that does not exist), so that no role can add
+			 * failures to another's jobs.
+			 */
 			if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
-				edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN)
+				edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
+				edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE)
 				ReThrowError(edata);
 		}
 		PG_END_TRY();
