@@ -55,7 +55,8 @@ SELECT count(*) FROM reconcile.diff_runs;
 INSERT INTO reconcile.diff_results VALUES (1, 'src_a', 'tgt_a', 'MISMATCH', '{}');
 DELETE FROM reconcile.diff_runs;
 INSERT INTO reconcile.diff_jobs VALUES ('mine', 'src_a', 'tgt_a', '{id}');
--- A run executes with the caller's rights: no SELECT on the target, no diff.
+-- A run executes with the caller's rights: no SELECT on the target, no diff,
+-- and nothing recorded in the job's history.
 SELECT job, findings, error FROM reconcile_diff_run('orders');
 SELECT job, error FROM reconcile.diff_runs ORDER BY run_id;
 RESET ROLE;
