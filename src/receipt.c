@@ -184,8 +184,8 @@ receipt_lookup(const char *batch_id, Oid target, Datum *values, bool *isnull)
 		receipt_committed_concurrently(batch_id, target))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("could not serialize access: batch %s was committed to table \"%s\" by a concurrent transaction",
-						batch_id, relation_display_name(target)),
+				 errmsg("could not serialize access: batch %s was committed by a concurrent transaction",
+						batch_id),
 				 errhint("Retry the transaction; the retry returns the stored receipt with status 'replayed'.")));
 	state_user_leave(&su);
 
