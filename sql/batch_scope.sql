@@ -94,6 +94,13 @@ SELECT job, findings, error FROM reconcile_diff_run('book_bank');
 RESET ROLE;
 SELECT job, findings, error, run_by = CURRENT_USER AS by_me FROM reconcile_diff_run() ORDER BY job;
 SELECT job, run_by = CURRENT_USER AS by_me FROM reconcile.diff_runs ORDER BY run_id;
+-- A run over a temporary relation fails: the run would outlive it.  The
+-- failure names no temporary OID.
+CREATE TEMP TABLE bank_today (id int PRIMARY KEY, amount int);
+INSERT INTO reconcile.diff_jobs VALUES ('today', 'public.book', 'pg_temp.bank_today', '{id}', NULL);
+SELECT job, error FROM reconcile_diff_run('today');
+SELECT source, target FROM reconcile.diff_runs WHERE job = 'today';
+DROP TABLE bank_today;
 
 DROP TABLE book, bank, shadow;
 DROP OWNED BY regress_scope_victim, regress_scope_intruder;
