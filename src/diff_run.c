@@ -6,10 +6,11 @@
  *
  * A job runs with the caller's rights, like reconcile_diff itself; only the
  * recording switches to the state tables' owner, after the diff has read
- * both sides as the caller.  A run that fails for want of the caller's
- * rights is not recorded: the error goes to the caller.  Each job runs in its own subtransaction, so a
+ * both sides as the caller.  Each job runs in its own subtransaction, so a
  * job that fails (a dropped table, a bad option) is recorded with its
- * error and the others still run.
+ * error and the others still run; but a run that fails for want of the
+ * caller's rights is not recorded: the error goes to the caller, and no
+ * role can add failures to the history of jobs it may not run.
  */
 #include "postgres.h"
 
