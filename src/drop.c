@@ -55,6 +55,26 @@ static const ForgetStep forget_steps[] = {
 	 " WHERE source OPERATOR(pg_catalog.=) ANY ($1) OR target OPERATOR(pg_catalog.=) ANY ($1)"},
 };
 
+/*
+ * The statements are planned once per session and kept: a DROP of anything
+ * runs them, and planning them each time would cost more than running
+ * them.  The plan cache replans them if the state tables change.
+ */
+static SPIPlanPtr dropped_plan = NULL;
+static SPIPlanPtr forget_plans[lengthof(forget_steps)];
+
+static SPIPlanPtr
+keep_plan(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "could not keep the plan of \"%s\"", sql);
+	return plan;
+}
+
 Datum
 reconcile_forget_dropped(PG_FUNCTION_ARGS)
 {
@@ -74,11 +94,13 @@ reconcile_forget_dropped(PG_FUNCTION_ARGS)
 		PG_RETURN_VOID();
 
 	SPI_connect();
-	if (SPI_execute("SELECT pg_catalog.array_agg(objid::pg_catalog.regclass)"
-					" FROM pg_catalog.pg_event_trigger_dropped_objects()"
-					" WHERE classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
-					" AND objsubid OPERATOR(pg_catalog.=) 0",
-					false, 1) != SPI_OK_SELECT)
+	if (dropped_plan == NULL)
+		dropped_plan = keep_plan("SELECT pg_catalog.array_agg(objid::pg_catalog.regclass)"
+								 " FROM pg_catalog.pg_event_trigger_dropped_objects()"
+								 " WHERE classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
+								 " AND objsubid OPERATOR(pg_catalog.=) 0",
+								 0, NULL);
+	if (SPI_execute_plan(dropped_plan, NULL, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the dropped objects");
 	dropped = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (!isnull)
@@ -87,8 +109,9 @@ reconcile_forget_dropped(PG_FUNCTION_ARGS)
 		{
 			if (!OidIsValid(get_relname_relid(forget_steps[i].table, nsp)))
 				continue;
-			if (SPI_execute_with_args(forget_steps[i].sql, 1, &argtype, &dropped,
-									  NULL, false, 0) < 0)
+			if (forget_plans[i] == NULL)
+				forget_plans[i] = keep_plan(forget_steps[i].sql, 1, &argtype);
+			if (SPI_execute_plan(forget_plans[i], &dropped, NULL, false, 0) < 0)
 				elog(ERROR, "could not forget the state of dropped relations: %s",
 					 forget_steps[i].sql);
 		}
