@@ -3,6 +3,12 @@
 -- role that may read the target's rows: table-level SELECT, and no
 -- row-level security applying to it on the target (its owner, a member of
 -- the owner, a superuser or a role with BYPASSRLS).
+-- Functions planted in the schema the install script runs in, with the
+-- argument types of the policies' calls: the policies must not use them.
+CREATE FUNCTION public.has_table_privilege(regclass, text) RETURNS boolean
+    LANGUAGE sql AS 'SELECT true';
+CREATE FUNCTION public.row_security_active(oid) RETURNS boolean
+    LANGUAGE sql AS 'SELECT false';
 CREATE EXTENSION reconcile;
 SET client_min_messages = warning;
 
@@ -135,6 +141,7 @@ SELECT count(*) AS policies FROM pg_policy p JOIN pg_class c ON c.oid = p.polrel
 
 DROP TABLE accounts, accounts_stage, accounts_copy, plain, plain_stage, plain_copy;
 DROP FUNCTION state_seen();
+DROP FUNCTION public.has_table_privilege(regclass, text), public.row_security_active(oid);
 DROP EXTENSION reconcile;
 DROP ROLE regress_rls_owner_member, regress_rls_owner, regress_rls_tenant,
           regress_rls_bypass, regress_rls_cols;
