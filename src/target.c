@@ -479,6 +479,13 @@ resolve_target(Oid relid, char **keys, int nkeys, const char *version,
 		{
 			bool		seen = false;
 
+			for (int j = 0; j < i; j++)
+				if (strcmp(payload[i], payload[j]) == 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+							 errmsg("payload column \"%s\" of table \"%s\" is listed more than once",
+									payload[i], t->relname)));
+
 			for (int j = 0; j < t->npayload; j++)
 				if (strcmp(payload[i], t->payload[j].name) == 0)
 					seen = true;
@@ -523,37 +530,24 @@ text_array_from_datum(Datum d, const char *what, int max, int *n)
  * LockRelationOid has processed the invalidations of whatever DDL committed
  * while it waited.
  */
+static void check_batch_acl(Oid relid, TargetLockFor purpose);
+
 void
 target_lock(Oid relid, int mode, TargetLockFor purpose)
 {
 	Oid			user = GetUserId();
-	bool		allowed;
 
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", relid)));
-	switch (purpose)
+	if (purpose == TARGET_LOCK_OWNER)
 	{
-		case TARGET_LOCK_OWNER:
-			allowed = pg_class_ownercheck(relid, user);
-			break;
-		case TARGET_LOCK_BATCH:
-			allowed = pg_class_aclcheck(relid, user, ACL_SELECT | ACL_INSERT | ACL_UPDATE) == ACLCHECK_OK;
-			break;
-		default:
-			allowed = pg_class_aclcheck(relid, user, ACL_SELECT) == ACLCHECK_OK;
-			break;
+		if (!pg_class_ownercheck(relid, user))
+			aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, relation_display_name(relid));
 	}
-	if (!allowed && purpose == TARGET_LOCK_OWNER)
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, relation_display_name(relid));
-	else if (!allowed)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for table %s", relation_display_name(relid)),
-				 errdetail(purpose == TARGET_LOCK_BATCH ?
-						   "reconcile_batch needs SELECT, INSERT and UPDATE on the target." :
-						   "reconcile_batch needs SELECT on the staged relation.")));
+	else
+		check_batch_acl(relid, purpose);
 
 	LockRelationOid(relid, mode);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
@@ -758,10 +752,10 @@ target_deserialize(const char *p)
 /*
  * A batch reads the target and writes it: the caller needs SELECT, INSERT
  * and UPDATE on it, and SELECT on the staged relation.  The extension never
- * lends its own rights.  Checked once both are locked (target_lock).
+ * lends its own rights.
  */
-void
-target_check_batch_privileges(Oid target, Oid staged)
+static void
+check_batch_acl(Oid relid, TargetLockFor purpose)
 {
 	static const struct
 	{
@@ -772,25 +766,40 @@ target_check_batch_privileges(Oid target, Oid staged)
 	};
 	Oid			user = GetUserId();
 
-	for (int i = 0; i < lengthof(needed); i++)
-		if (pg_class_aclcheck(target, user, needed[i].mode) != ACLCHECK_OK)
+	if (purpose == TARGET_LOCK_STAGED)
+	{
+		if (pg_class_aclcheck(relid, user, ACL_SELECT) != ACLCHECK_OK)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied for table %s", relation_display_name(target)),
+					 errmsg("permission denied for relation %s", relation_display_name(relid)),
+					 errdetail("reconcile_batch needs SELECT on the staged relation.")));
+		return;
+	}
+	for (int i = 0; i < lengthof(needed); i++)
+		if (pg_class_aclcheck(relid, user, needed[i].mode) != ACLCHECK_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for table %s", relation_display_name(relid)),
 					 errdetail("reconcile_batch needs SELECT, INSERT and UPDATE on the target; role \"%s\" lacks %s.",
 							   GetUserNameFromId(user, false), needed[i].name)));
-	if (pg_class_aclcheck(staged, user, ACL_SELECT) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for relation %s", relation_display_name(staged)),
-				 errdetail("reconcile_batch needs SELECT on the staged relation.")));
+}
+
+/*
+ * The rights a batch needs, checked again once the target and the staged
+ * relation are locked (target_lock checked them before it waited).
+ */
+void
+target_check_batch_privileges(Oid target, Oid staged)
+{
+	check_batch_acl(target, TARGET_LOCK_BATCH);
+	check_batch_acl(staged, TARGET_LOCK_STAGED);
 
 	/* The merge probes the key index directly, which would bypass policies. */
 	if (check_enable_rls(target, InvalidOid, true) == RLS_ENABLED)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("table \"%s\" has row-level security enabled for role \"%s\"",
-						relation_display_name(target), GetUserNameFromId(user, false)),
+						relation_display_name(target), GetUserNameFromId(GetUserId(), false)),
 				 errdetail("reconcile_batch reads every row of the target by key and cannot apply row-level security policies."),
 				 errhint("Run batches as a role that bypasses row-level security on this table, such as its owner.")));
 }
