@@ -1019,7 +1019,6 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	SortCoordinateData coordinate;
 	int			launched;
 	SharedTuplestoreAccessor *spool;
-
 	StringInfoData target;
 	char	   *target_shared;
 
