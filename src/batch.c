@@ -4,8 +4,10 @@
  *		receipt, all in the caller's transaction.
  *
  * The order matters.  The target is locked against other writers before
- * the receipt is looked up, so of two sessions loading one manifest the
- * second waits and then finds the first one's receipt.  Every check that
+ * anything about it is read (its registration, its columns, the caller's
+ * rights) and before the receipt is looked up, so of two sessions loading
+ * one manifest the second waits and then finds the first one's receipt,
+ * and DDL committed during the wait is what the batch sees.  Every check that
  * can refuse the batch runs before anything is written to the target, and
  * any error leaves nothing behind: it is one transaction.
  */
@@ -21,6 +23,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
+#include "utils/snapmgr.h"
 #include "utils/tuplestore.h"
 
 #include "reconcile.h"
@@ -192,22 +195,39 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	b->staged_rows = palloc0(sizeof(int64) * b->manifest->nentries);
 
 	SPI_connect();
-	b->target = target_load(PG_GETARG_OID(0));
-	target_check_batch_privileges(b->target, b->staged);
 
 	/*
-	 * One batch at a time per target; readers are not blocked.  And one
-	 * session at a time per manifest and target.  A batch is identified by
-	 * its target and batch id: the same manifest may be loaded into other
+	 * Lock, then read.  One batch at a time per target; readers are not
+	 * blocked.  The staged relation keeps its columns until the batch ends.
+	 * Only then are the rights checked, the registration read and the
+	 * columns resolved, so that DDL, a GRANT or REVOKE or a new registration
+	 * committed while the batch waited is what it sees.
+	 */
+	target_lock(PG_GETARG_OID(0), ShareRowExclusiveLock, TARGET_LOCK_BATCH);
+	target_lock(b->staged, AccessShareLock, TARGET_LOCK_STAGED);
+	target_check_batch_privileges(PG_GETARG_OID(0), b->staged);
+
+	/*
+	 * The statement's snapshot was taken before the wait: in READ COMMITTED
+	 * the batch's own reads of the state tables (rules, receipts) use one
+	 * taken now.  (Under REPEATABLE READ this is the transaction's; the
+	 * registration itself is read with the latest snapshot, see target.c.)
+	 */
+	PushActiveSnapshot(GetTransactionSnapshot());
+	b->target = target_load(PG_GETARG_OID(0));
+
+	/*
+	 * One session at a time per manifest and target.  A batch is identified
+	 * by its target and batch id: the same manifest may be loaded into other
 	 * targets at the same time, and nothing done to another table (by
 	 * whatever role) makes this one wait or fail.
 	 */
-	LockRelationOid(b->target->relid, ShareRowExclusiveLock);
 	lock_batch_id(b->target->relid, b->batch_id);
 
 	if (receipt_lookup(b->batch_id, b->target->relid, values, isnull))
 	{
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
+		PopActiveSnapshot();
 		SPI_finish();
 		return (Datum) 0;
 	}
@@ -243,6 +263,7 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	AtEOXact_GUC(true, save_nestlevel);
 
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
+	PopActiveSnapshot();
 	SPI_finish();
 	return (Datum) 0;
 }

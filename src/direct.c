@@ -245,6 +245,9 @@ direct_insert(Merger *m)
 		ExecComputeStoredGenerated(w->rri, w->estate, slot, CMD_INSERT);
 	if (constr)
 		ExecConstraints(w->rri, slot, w->estate);
+	/* A partition registered as the target: as an INSERT into it would. */
+	if (w->rel->rd_rel->relispartition)
+		ExecPartitionCheck(w->rri, slot, w->estate, true);
 	ExecMaterializeSlot(slot);
 	if (++w->ninserts == DIRECT_INSERT_ROWS)
 		direct_flush_inserts(w);

@@ -102,8 +102,20 @@ typedef struct StateUser
 	int			save_sec_context;
 } StateUser;
 
+/* What a lock on a relation is taken for: whose rights it needs first. */
+typedef enum TargetLockFor
+{
+	TARGET_LOCK_OWNER,			/* registration, rules: the owner */
+	TARGET_LOCK_BATCH,			/* a batch's target: SELECT, INSERT, UPDATE */
+	TARGET_LOCK_STAGED			/* a batch's staged relation: SELECT */
+} TargetLockFor;
+
+extern void target_lock(Oid relid, int lockmode, TargetLockFor purpose);
+extern bool target_is_registered(Oid relid);
 extern TargetInfo *target_load(Oid relid);
-extern void target_check_batch_privileges(TargetInfo *target, Oid staged);
+extern void target_serialize(TargetInfo *target, StringInfo buf);
+extern TargetInfo *target_deserialize(const char *data);
+extern void target_check_batch_privileges(Oid target, Oid staged);
 extern void state_user_enter(StateUser *saved);
 extern void state_user_leave(StateUser *saved);
 extern char *relation_display_name(Oid relid);

@@ -90,23 +90,6 @@ plan_rules_strict(RuleSet *rs, const char *relsql, const char *alias,
 	}
 }
 
-static bool
-target_registered(Oid relid)
-{
-	StateUser	su;
-	Oid			type = REGCLASSOID;
-	Datum		arg = ObjectIdGetDatum(relid);
-	bool		found;
-
-	state_user_enter(&su);
-	if (SPI_execute_with_args("SELECT 1 FROM reconcile.targets WHERE target OPERATOR(pg_catalog.=) $1",
-							  1, &type, &arg, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read reconcile.targets");
-	found = SPI_processed > 0;
-	state_user_leave(&su);
-	return found;
-}
-
 Datum
 reconcile_set_rules(PG_FUNCTION_ARGS)
 {
@@ -125,16 +108,14 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 				 errmsg("argument target of reconcile_set_rules must not be null")));
 	relid = PG_GETARG_OID(0);
 	SPI_connect();
-	if (!target_registered(relid))
+	/* Rules change between batches, not during one: lock, then read. */
+	target_lock(relid, ShareRowExclusiveLock, TARGET_LOCK_OWNER);
+	if (!target_is_registered(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("table \"%s\" is not a registered reconcile target",
 						relation_display_name(relid)),
 				 errhint("Register it with reconcile_register first.")));
-	if (!pg_class_ownercheck(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, relation_display_name(relid));
-	/* Rules change between batches, not during one. */
-	LockRelationOid(relid, ShareRowExclusiveLock);
 
 	if (!PG_ARGISNULL(1))
 	{

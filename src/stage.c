@@ -883,10 +883,10 @@ rejects_buffer_create(void)
 #define STAGE_KEY_PARAMS	UINT64CONST(0x7265636f00000001)
 #define STAGE_KEY_OBJECTS	UINT64CONST(0x7265636f00000002)
 #define STAGE_KEY_COUNTS	UINT64CONST(0x7265636f00000003)
+#define STAGE_KEY_TARGET	UINT64CONST(0x7265636f00000004)
 
 typedef struct StageParams
 {
-	Oid			target;
 	Oid			staged;
 	int			nobjects;
 	int			sortmem;		/* each participant's share of work_mem */
@@ -1019,9 +1019,19 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	SortCoordinateData coordinate;
 	int			launched;
 	SharedTuplestoreAccessor *spool;
+	StringInfoData target;
+	char	   *target_shared;
 
 	for (int i = 0; i < m->nentries; i++)
 		objects_size += strlen(m->entries[i].object_key) + 1;
+
+	/*
+	 * The workers use the target as the leader resolved it under its lock,
+	 * never a fresh read of the registration or of the table's columns: all
+	 * participants must build the same sort tuples.
+	 */
+	initStringInfo(&target);
+	target_serialize(t, &target);
 
 	/*
 	 * Every participant reads with one snapshot, taken now as a serial read
@@ -1035,7 +1045,8 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	shm_toc_estimate_chunk(&pcxt->estimator, sizeof(StageParams));
 	shm_toc_estimate_chunk(&pcxt->estimator, objects_size);
 	shm_toc_estimate_chunk(&pcxt->estimator, counts_size);
-	shm_toc_estimate_keys(&pcxt->estimator, 3);
+	shm_toc_estimate_chunk(&pcxt->estimator, target.len);
+	shm_toc_estimate_keys(&pcxt->estimator, 4);
 	InitializeParallelDSM(pcxt);
 
 	segsize = MAXALIGN(sizeof(StageShared)) + MAXALIGN(tuplesort_estimate_shared(nparticipants)) +
@@ -1055,7 +1066,6 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 						   "reconcile rejects");
 
 	params = shm_toc_allocate(pcxt->toc, sizeof(StageParams));
-	params->target = t->relid;
 	params->staged = b->staged;
 	params->nobjects = m->nentries;
 	params->sortmem = Max(work_mem / nparticipants, 64);
@@ -1071,6 +1081,9 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	counts = shm_toc_allocate(pcxt->toc, counts_size);
 	memset(counts, 0, counts_size);
 	shm_toc_insert(pcxt->toc, STAGE_KEY_COUNTS, counts);
+	target_shared = shm_toc_allocate(pcxt->toc, target.len);
+	memcpy(target_shared, target.data, target.len);
+	shm_toc_insert(pcxt->toc, STAGE_KEY_TARGET, target_shared);
 
 	LaunchParallelWorkers(pcxt);
 	launched = pcxt->nworkers_launched;
@@ -1164,6 +1177,7 @@ reconcile_stage_worker(dsm_segment *pseg, shm_toc *toc)
 	StageParams *params = shm_toc_lookup(toc, STAGE_KEY_PARAMS, false);
 	char	   *objects = shm_toc_lookup(toc, STAGE_KEY_OBJECTS, false);
 	int64	   *counts = shm_toc_lookup(toc, STAGE_KEY_COUNTS, false);
+	char	   *target = shm_toc_lookup(toc, STAGE_KEY_TARGET, false);
 	int			w = ParallelWorkerNumber;
 	dsm_segment *seg;
 	StageShared *shared;
@@ -1196,7 +1210,7 @@ reconcile_stage_worker(dsm_segment *pseg, shm_toc *toc)
 	b->staged_rows = palloc0(sizeof(int64) * Max(m->nentries, 1));
 
 	SPI_connect();
-	b->target = target_load(params->target);
+	b->target = target_deserialize(target);
 	b->sortdesc = sort_desc_create(b->target);
 	memset(&r, 0, sizeof(r));
 	srel = relation_open(params->staged, AccessShareLock);
