@@ -153,6 +153,14 @@ SELECT rule, status, detail FROM reconcile_check(
                          {"name": "plain", "sql": "SELECT * FROM {{TABLE}}"}]}');
 DROP TABLE "nl2
 ; SELECT public.sec_pwn(); --";
+-- And one that closes the statement's own parenthesis.
+CREATE TABLE "t
+) AS v; SELECT public.sec_pwn(); SELECT v FROM (SELECT 1 --" (id int);
+SELECT rule, status, detail FROM reconcile_check(
+    (SELECT oid FROM pg_class WHERE relname LIKE 't%AS v;%'),
+    '{"dataset_checks": [{"name": "commented", "sql": "SELECT 1 -- {{TABLE}}"}]}');
+DROP TABLE "t
+) AS v; SELECT public.sec_pwn(); SELECT v FROM (SELECT 1 --";
 SELECT reconcile_check_report(
     (SELECT oid FROM pg_class WHERE relname LIKE 'nl%' AND relnamespace = 'public'::regnamespace),
     '{"dataset_checks": [{"name": "dups", "sql": "SELECT id, count(*) FROM {{TABLE}} GROUP BY id HAVING count(*) > 1"}]}') -> 'rules' -> 0 -> 'sample';
