@@ -28,11 +28,14 @@
 #include "access/sysattr.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/execnodes.h"
 #include "nodes/params.h"
 #include "optimizer/optimizer.h"
 #include "storage/lmgr.h"
+#include "tcop/pquery.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -41,6 +44,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/plancache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
@@ -226,19 +230,27 @@ struct BatchRules
 	 * Row rules are evaluated as the owner on the staged columns the
 	 * loader's query appends: by rule_eval, as reconcile_check evaluates
 	 * them, or, those it cannot evaluate (a subquery, a whole-row
-	 * reference), by rowplan, one query per row whose parameters are the
-	 * staged columns.
+	 * reference), by the executor: rowquery is the plan of
+	 *		SELECT (r1) IS NOT TRUE, ... FROM unnest($1) AS s
+	 * over the staged relation's row type, started once, whose projection
+	 * is computed on each staged row put in its scan slot, as a scan would
+	 * compute it (subqueries planned once, hashed subplans built once).
 	 */
 	int		   *source;			/* per row rule: its column in rowplan's
 								 * result, or -1 - its index in eval */
 	RuleEval   *eval;
 	bool	   *violated;		/* per rule in eval, for the current row */
 	SPIPlanPtr	rowplan;
-	int			nparams;		/* rowplan's parameters: staged columns */
+	char	   *rowsql;
+	int			nrowplan;		/* rules in rowplan */
+	CachedPlan *rowcplan;
+	QueryDesc  *rowquery;		/* started while the staged rows are read */
+	int			nparams;		/* staged columns the loader hands to rowquery */
 	AttrNumber *param_atts;		/* their attribute numbers in the staged relation */
 	int		   *param_pos;		/* their positions (0-based) in the loader's row */
-	Datum	   *param_values;
-	char	   *param_nulls;
+	Datum	   *param_values;	/* a staged row in the staged relation's layout */
+	bool	   *param_nulls;
+	int			staged_natts;
 	bool	   *planned_violated;	/* per rowplan column, for the current row */
 	bool	   *violated_now;	/* per row rule, for the current row */
 	int64	   *violations;		/* per row rule: fail and warn counts */
@@ -255,56 +267,83 @@ batch_rows_prefix(Oid staged)
 }
 
 /*
- * The query that evaluates the row rules rule_eval cannot, on one staged
- * row given as parameters: every column of the staged relation, under its
- * own name, in a row aliased "s" as the rules were planned against.
+ * Plan the row rules rule_eval cannot evaluate as the projection of a scan
+ * of the staged relation's row type (aliased "s", as the rules were
+ * planned against the staged relation).
  */
 static void
 prepare_row_plan(BatchRules *br)
 {
 	TupleDesc	sdesc = lookup_rowtype_tupdesc_copy(get_rel_type_id(br->staged), -1);
 	StringInfoData sql;
-	StringInfoData cols;
-	Oid		   *types = palloc(sizeof(Oid) * Max(sdesc->natts, 1));
-	int			ncols = 0;
+	Oid			arraytype = get_array_type(get_rel_type_id(br->staged));
 
 	initStringInfo(&sql);
-	initStringInfo(&cols);
 	for (int i = 0; i < br->nrow; i++)
 	{
 		if (br->exprs[i] != NULL && rule_eval_supported(br->exprs[i]))
 			continue;
-		appendStringInfo(&sql, "%s(%s\n) IS NOT TRUE", ncols > 0 ? ", " : "SELECT ",
+		appendStringInfo(&sql, "%s(%s\n) IS NOT TRUE", br->nrowplan > 0 ? ", " : "SELECT ",
 						 br->rules->rules[i].text);
-		br->source[i] = ncols++;
+		br->source[i] = br->nrowplan++;
 	}
-	if (ncols == 0)
+	if (br->nrowplan == 0)
 		return;
-	br->param_atts = palloc(sizeof(AttrNumber) * Max(sdesc->natts, 1));
-	for (int a = 1; a <= sdesc->natts; a++)
-	{
-		Form_pg_attribute att = TupleDescAttr(sdesc, a - 1);
-
-		if (att->attisdropped)
-			continue;
-		types[br->nparams] = att->atttypid;
-		br->param_atts[br->nparams] = a;
-		appendStringInfo(&cols, "%s$%d AS %s", br->nparams > 0 ? ", " : "",
-						 br->nparams + 1, quote_identifier(NameStr(att->attname)));
-		br->nparams++;
-	}
-	appendStringInfo(&sql, " FROM (SELECT %s) AS s", cols.data);
-	br->rowplan = SPI_prepare(sql.data, br->nparams, types);
-	if (br->rowplan == NULL)
+	if (!OidIsValid(arraytype))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("the row rules attached to table \"%s\" cannot be evaluated on the staged rows of \"%s\"",
 						br->target_name, relation_display_name(br->staged)),
-				 errdetail("%s", SPI_result_code_string(SPI_result))));
+				 errdetail("The staged relation's row type has no array type.")));
+	appendStringInfoString(&sql, " FROM pg_catalog.unnest($1) AS s");
+	br->rowsql = sql.data;
+	br->rowplan = SPI_prepare(sql.data, 1, &arraytype);
+	if (br->rowplan == NULL)
+		elog(ERROR, "SPI_prepare failed for the row rules attached to table \"%s\": %s",
+			 br->target_name, SPI_result_code_string(SPI_result));
+	br->param_atts = palloc(sizeof(AttrNumber) * Max(sdesc->natts, 1));
+	for (int a = 1; a <= sdesc->natts; a++)
+		if (!TupleDescAttr(sdesc, a - 1)->attisdropped)
+			br->param_atts[br->nparams++] = a;
 	br->param_pos = palloc(sizeof(int) * Max(br->nparams, 1));
-	br->param_values = palloc(sizeof(Datum) * Max(br->nparams, 1));
-	br->param_nulls = palloc(sizeof(char) * Max(br->nparams, 1));
-	br->planned_violated = palloc0(sizeof(bool) * ncols);
+	br->param_values = palloc0(sizeof(Datum) * Max(sdesc->natts, 1));
+	br->param_nulls = palloc(sizeof(bool) * Max(sdesc->natts, 1));
+	br->staged_natts = sdesc->natts;
+	br->planned_violated = palloc0(sizeof(bool) * br->nrowplan);
+}
+
+/* Start rowquery's executor (as the owner: it checks the owner's rights). */
+static void
+start_row_query(BatchRules *br)
+{
+	PlannedStmt *stmt;
+	ParamListInfo params = makeParamList(1);
+	PlanState  *ps;
+
+	params->params[0].isnull = true;
+	params->params[0].ptype = get_array_type(get_rel_type_id(br->staged));
+	br->rowcplan = SPI_plan_get_cached_plan(br->rowplan);
+	if (br->rowcplan == NULL || list_length(br->rowcplan->stmt_list) != 1)
+		elog(ERROR, "could not plan the row rules attached to table \"%s\"", br->target_name);
+	stmt = linitial_node(PlannedStmt, br->rowcplan->stmt_list);
+	br->rowquery = CreateQueryDesc(stmt, br->rowsql, GetActiveSnapshot(), InvalidSnapshot,
+								   None_Receiver, params, NULL, 0);
+	ExecutorStart(br->rowquery, 0);
+	ps = br->rowquery->planstate;
+	if (!IsA(ps, FunctionScanState) || ps->ps_ProjInfo == NULL ||
+		((ScanState *) ps)->ss_ScanTupleSlot->tts_tupleDescriptor->natts != br->staged_natts)
+		elog(ERROR, "unexpected plan for the row rules attached to table \"%s\"", br->target_name);
+}
+
+static void
+end_row_query(BatchRules *br)
+{
+	ExecutorFinish(br->rowquery);
+	ExecutorEnd(br->rowquery);
+	FreeQueryDesc(br->rowquery);
+	br->rowquery = NULL;
+	ReleaseCachedPlan(br->rowcplan, NULL);
+	br->rowcplan = NULL;
 }
 
 /* The target's current rules, checked against the staged relation. */
@@ -420,6 +459,14 @@ batch_rules_context_pop(BatchState *b)
 {
 	if (b->rules == NULL)
 		return;
+	if (b->rules->rowquery != NULL)
+	{
+		RulesEnv	env;
+
+		rules_user_enter(&env, b->rules->owner);
+		end_row_query(b->rules);
+		rules_user_leave(&env);
+	}
 	AtEOXact_GUC(false, b->rules->path_nestlevel);
 	error_context_stack = b->rules->context.previous;
 }
@@ -462,40 +509,53 @@ batch_rules_append_columns(BatchRules *br, StringInfo sql, int firstpos)
 						 quote_identifier(NameStr(TupleDescAttr(sdesc, br->param_atts[k] - 1)->attname)));
 		br->param_pos[k] = pos++;
 	}
-	if (nexprs > 0)
+	if (nexprs > 0 || br->rowplan != NULL)
 	{
 		RulesEnv	env;
 
 		/* Compiling checks EXECUTE rights and inlines SQL functions: as the owner. */
 		rules_user_enter(&env, br->owner);
-		br->eval = rule_eval_begin(exprs, nexprs, sdesc, positions);
+		if (nexprs > 0)
+			br->eval = rule_eval_begin(exprs, nexprs, sdesc, positions);
+		if (br->rowplan != NULL)
+			start_row_query(br);
 		rules_user_leave(&env);
-		br->violated = palloc(sizeof(bool) * nexprs);
+		br->violated = palloc(sizeof(bool) * Max(nexprs, 1));
 	}
 }
 
-/* Evaluate the rules rule_eval cannot on one staged row, by rowplan. */
+/* Evaluate the rules rule_eval cannot on one staged row: rowquery's projection. */
 static void
 run_row_plan(BatchRules *br, TupleTableSlot *row)
 {
+	PlanState  *ps = br->rowquery->planstate;
+	ExprContext *econtext = ps->ps_ExprContext;
+	TupleTableSlot *scan = ((ScanState *) ps)->ss_ScanTupleSlot;
+	TupleTableSlot *result;
+	MemoryContext old;
+
+	ResetExprContext(econtext);
+	for (int a = 0; a < br->staged_natts; a++)
+		br->param_nulls[a] = true;
 	for (int k = 0; k < br->nparams; k++)
 	{
-		br->param_values[k] = row->tts_values[br->param_pos[k]];
-		br->param_nulls[k] = row->tts_isnull[br->param_pos[k]] ? 'n' : ' ';
-	}
-	SPI_connect();
-	if (SPI_execute_plan(br->rowplan, br->param_values, br->param_nulls, true, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not evaluate the row rules attached to table \"%s\"", br->target_name);
-	for (int j = 0; j < SPI_tuptable->tupdesc->natts; j++)
-	{
-		bool		isnull;
-		Datum		v = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, j + 1, &isnull);
+		int			a = br->param_atts[k] - 1;
 
-		/* "(rule) IS NOT TRUE" is never null: true means violated. */
-		br->planned_violated[j] = !isnull && DatumGetBool(v);
+		br->param_values[a] = row->tts_values[br->param_pos[k]];
+		br->param_nulls[a] = row->tts_isnull[br->param_pos[k]];
 	}
-	SPI_finish();
+	old = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
+	ExecStoreMinimalTuple(heap_form_minimal_tuple(scan->tts_tupleDescriptor,
+												  br->param_values, br->param_nulls),
+						  scan, false);
+	MemoryContextSwitchTo(old);
+	econtext->ecxt_scantuple = scan;
+	result = ExecProject(ps->ps_ProjInfo);
+	slot_getallattrs(result);
+	/* "(rule) IS NOT TRUE" is never null: true means violated. */
+	for (int j = 0; j < br->nrowplan; j++)
+		br->planned_violated[j] = !result->tts_isnull[j] && DatumGetBool(result->tts_values[j]);
+	ExecClearTuple(scan);
 }
 
 /* Evaluate every row rule on one staged row, as the owner, restricted. */
@@ -509,7 +569,7 @@ evaluate_row(BatchRules *br, TupleTableSlot *row)
 	{
 		if (br->eval != NULL)
 			rule_eval_row(br->eval, row, br->violated);
-		if (br->rowplan != NULL)
+		if (br->rowquery != NULL)
 			run_row_plan(br, row);
 	}
 	PG_FINALLY();
