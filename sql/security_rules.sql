@@ -99,6 +99,20 @@ RESET ROLE;
 SELECT status FROM reconcile_batch(target => 'sec_owner.owned', staged => 'owned_stage',
     manifest => '[{"object_key":"o1","version_id":"1","content_hash":"sha256:o1","rows":1}]');
 SELECT rolsuper FROM pg_roles WHERE rolname = 'regress_sec_owner';
+-- Caught in a subtransaction, the failed batch leaves the transaction as it was.
+BEGIN;
+DO $$
+BEGIN
+    PERFORM reconcile_batch(target => 'sec_owner.owned', staged => 'owned_stage',
+        manifest => '[{"object_key":"o1","version_id":"1","content_hash":"sha256:o1","rows":1}]');
+EXCEPTION WHEN read_only_sql_transaction THEN
+    RAISE NOTICE 'refused: %', SQLERRM;
+END $$;
+SELECT current_user, current_setting('search_path') AS search_path,
+       current_setting('transaction_read_only') AS read_only;
+CREATE TEMP TABLE still_writable (n int);
+COMMIT;
+DROP TABLE still_writable;
 SET ROLE regress_sec_owner;
 SELECT reconcile_set_rules('sec_owner.owned', '{"dataset_checks": [{"name": "esc", "sql": "SELECT 1 FROM {{TABLE}} WHERE NOT sec_owner.looks_harmless(v)"}]}') AS version;
 RESET ROLE;
