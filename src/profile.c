@@ -476,7 +476,7 @@ propose_column_rules(Profile *p, List **props)
 		{
 			int64		dup_rows = count_query(psprintf("SELECT COALESCE(pg_catalog.sum(n), 0)::pg_catalog.int8 FROM"
 														" (SELECT pg_catalog.count(*) AS n FROM %s WHERE %s IS NOT NULL"
-														" GROUP BY %s HAVING pg_catalog.count(*) > 1) AS d",
+														" GROUP BY %s HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1) AS d",
 														p->relsql, c->qname, c->qname),
 											   0, NULL, NULL, NULL);
 
