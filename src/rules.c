@@ -8,8 +8,11 @@
  * SELECT each, whose rows are the violations) under "dataset_checks".
  * Rules are code, so before anything runs PostgreSQL's own parser must
  * find a row rule to be exactly one expression and a dataset check to be
- * exactly one plain SELECT.  Running a document is rules_check.c's job;
- * attaching one to a target and applying it to batches, rules_attach.c's.
+ * exactly one plain SELECT, the latter again in the final text that runs.
+ * Rules run read-only under search_path RULES_SEARCH_PATH, and attached
+ * rules as their target's owner (rules_env_enter).  Running a document is
+ * rules_check.c's job; attaching one to a target and applying it to
+ * batches, rules_attach.c's.
  */
 #include "postgres.h"
 
