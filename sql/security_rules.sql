@@ -133,6 +133,7 @@ SELECT rule, status FROM reconcile_check('sec_owner.owned', '{"warn": {"who": "s
 -- Harmless rules of the owner still load the batch, subquery included.
 SET ROLE regress_sec_owner;
 SELECT reconcile_set_rules('sec_owner.owned', '{"fail": {"small": "v < 100", "listed": "v IN (SELECT x FROM generate_series(1, 10) AS x)"},
+  "warn": {"even": "EXISTS (SELECT 1 FROM generate_series(0, 20, 2) AS g WHERE g = v)"},
   "drop": {"not_seven": "v <> 7"},
   "dataset_checks": [{"name": "one_each", "sql": "SELECT id FROM {{TABLE}} GROUP BY id HAVING count(*) > 1"}]}') AS version;
 RESET ROLE;
@@ -141,6 +142,7 @@ SELECT status, inserted, rejected FROM reconcile_batch(target => 'sec_owner.owne
     manifest => '[{"object_key":"o1","version_id":"1","content_hash":"sha256:o1","rows":1},
                   {"object_key":"o2","version_id":"1","content_hash":"sha256:o2","rows":2}]');
 SELECT id, v FROM sec_owner.owned ORDER BY id;
+SELECT warnings FROM reconcile.receipts WHERE target = 'sec_owner.owned'::regclass ORDER BY committed_at;
 -- reconcile_check runs the caller's own rules with the caller's rights,
 -- read-only: the wrapper's ALTER ROLE fails there too.
 SELECT rule, status, detail FROM reconcile_check('sec_owner.owned', '{"fail": {"fine": "sec_owner.looks_harmless(v)"}}');

@@ -281,10 +281,22 @@ prepare_row_plan(BatchRules *br)
 	initStringInfo(&sql);
 	for (int i = 0; i < br->nrow; i++)
 	{
+		Rule	   *r = &br->rules->rules[i];
+		ErrorContextCallback cb;
+		RuleContext rc = {r, br->target_name};
+
 		if (br->exprs[i] != NULL && rule_eval_supported(br->exprs[i]))
 			continue;
-		appendStringInfo(&sql, "%s(%s\n) IS NOT TRUE", br->nrowplan > 0 ? ", " : "SELECT ",
-						 br->rules->rules[i].text);
+		/* Alone first, so that an error (a system column) names the rule. */
+		cb.callback = rule_error_context;
+		cb.arg = &rc;
+		cb.previous = error_context_stack;
+		error_context_stack = &cb;
+		if (OidIsValid(arraytype))
+			SPI_freeplan(SPI_prepare(psprintf("SELECT (%s\n) IS NOT TRUE FROM pg_catalog.unnest($1) AS s",
+											  r->text), 1, &arraytype));
+		error_context_stack = cb.previous;
+		appendStringInfo(&sql, "%s(%s\n) IS NOT TRUE", br->nrowplan > 0 ? ", " : "SELECT ", r->text);
 		br->source[i] = br->nrowplan++;
 	}
 	if (br->nrowplan == 0)
@@ -535,6 +547,7 @@ run_row_plan(BatchRules *br, TupleTableSlot *row)
 	MemoryContext old;
 
 	ResetExprContext(econtext);
+	slot_getallattrs(row);
 	for (int a = 0; a < br->staged_natts; a++)
 		br->param_nulls[a] = true;
 	for (int k = 0; k < br->nparams; k++)
