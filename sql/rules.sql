@@ -136,12 +136,12 @@ SELECT rule, status, invalid_rows, detail FROM reconcile_check('accounts', '{
 -- Rules the scan query evaluates itself (a subquery, a whole-row reference,
 -- a system column) mix with the others, with whole-row and key samples.
 SELECT rule, status, invalid_rows, sample FROM reconcile_check('accounts', '{
-  "warn": {"subquery": "divisor IN (SELECT divisor FROM accounts WHERE divisor > 1)",
+  "warn": {"subquery": "divisor IN (SELECT divisor FROM public.accounts WHERE divisor > 1)",
            "whole_row": "accounts IS NOT NULL",
            "system_column": "ctid IS NOT NULL AND age > 30",
            "plain": "balance > 1"}}', '{"sample": 2}');
 SELECT rule, status, invalid_rows, sample FROM reconcile_check('accounts', '{
-  "warn": {"subquery": "divisor IN (SELECT divisor FROM accounts WHERE divisor > 1)",
+  "warn": {"subquery": "divisor IN (SELECT divisor FROM public.accounts WHERE divisor > 1)",
            "plain": "balance > 1"}}', '{"key_columns": ["status", "account_id"]}');
 -- A dropped column keeps the others in place.
 CREATE TABLE dropped_col (a int, gone text, b int);
@@ -160,7 +160,7 @@ SELECT rule, status, invalid_rows FROM reconcile_check('accounts', $doc${"fail":
   "semicolon_in_literal": "status <> ';'",
   "comment": "balance >= 0 -- not negative\n AND true",
   "dollar_quoted": "owner <> $$x; DELETE FROM accounts$$",
-  "subquery": "account_id IN (SELECT account_id FROM accounts WHERE divisor IS NOT NULL)",
+  "subquery": "account_id IN (SELECT account_id FROM public.accounts WHERE divisor IS NOT NULL)",
   "recursive_cte_in_subquery": "EXISTS (WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT 1 FROM r)"},
   "dataset_checks": [
   {"name": "window_and_cte", "sql": "WITH o AS (SELECT account_id, row_number() OVER (ORDER BY balance DESC) AS rnk FROM {{TABLE}}) SELECT * FROM o WHERE rnk > 4"},
@@ -236,12 +236,13 @@ SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sq
 SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SET work_mem = ''1GB''"}]}');
 SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "TRUNCATE accounts"}]}');
 -- Functions that write are stopped at run time: rules run read-only.
+-- Rules see search_path pg_catalog, pg_temp: other names are qualified.
 CREATE FUNCTION sneaky_delete() RETURNS boolean LANGUAGE plpgsql AS
-$$BEGIN DELETE FROM accounts; RETURN true; END$$;
+$$BEGIN DELETE FROM public.accounts; RETURN true; END$$;
 CREATE SEQUENCE rules_seq;
 SELECT rule, status, detail FROM reconcile_check('accounts', '{
-  "fail": {"deletes": "sneaky_delete()", "sequence": "nextval(''rules_seq'') > 0"},
-  "dataset_checks": [{"name": "via_check", "sql": "SELECT 1 WHERE sneaky_delete()"}]}');
+  "fail": {"deletes": "public.sneaky_delete()", "sequence": "nextval(''public.rules_seq'') > 0"},
+  "dataset_checks": [{"name": "via_check", "sql": "SELECT 1 WHERE public.sneaky_delete()"}]}');
 SELECT count(*) AS accounts_left FROM accounts;
 -- Whatever else a rule does is rolled back: settings, temporary tables.
 CREATE TEMP TABLE scratch (n int);
@@ -249,7 +250,7 @@ CREATE FUNCTION scribble() RETURNS boolean LANGUAGE plpgsql AS
 $$BEGIN INSERT INTO scratch VALUES (1); RETURN true; END$$;
 SELECT rule, status, invalid_rows FROM reconcile_check('accounts', '{
   "fail": {"path": "set_config(''search_path'', ''nowhere'', false) IS NOT NULL",
-           "temp_write": "scribble()"},
+           "temp_write": "public.scribble()"},
   "dataset_checks": [{"name": "setting", "sql": "SELECT 1 WHERE set_config(''work_mem'', ''64MB'', false) IS NULL"}]}');
 SHOW search_path;
 SHOW work_mem;
@@ -263,8 +264,8 @@ INSERT INTO secrets VALUES (1, '1234');
 GRANT SELECT ON accounts TO regress_rules_reader;
 SET ROLE regress_rules_reader;
 SELECT rule, status, detail FROM reconcile_check('accounts', '{
-  "fail": {"peek": "EXISTS (SELECT 1 FROM secrets s WHERE s.account_id = accounts.account_id)", "ok": "true"},
-  "dataset_checks": [{"name": "peek_check", "sql": "SELECT * FROM secrets"}]}');
+  "fail": {"peek": "EXISTS (SELECT 1 FROM public.secrets s WHERE s.account_id = accounts.account_id)", "ok": "true"},
+  "dataset_checks": [{"name": "peek_check", "sql": "SELECT * FROM public.secrets"}]}');
 SELECT * FROM reconcile_check('secrets', '{"fail": {"ok": "true"}}');
 RESET ROLE;
 -- Column privileges: rules over granted columns run, samples by a granted key

@@ -48,7 +48,7 @@ SELECT reconcile_set_rules('customer_state', '{"dataset_checks": [{"name": "d", 
 SELECT reconcile_set_rules('customer_state', '{"warn": {"path": "set_config(''search_path'', ''x'', false) IS NOT NULL"}}');
 SELECT reconcile_set_rules('customer_state', '{"warn": {"lucky": "random() < 2"}}');
 CREATE SEQUENCE customer_seq;
-SELECT reconcile_set_rules('customer_state', '{"dataset_checks": [{"name": "d", "sql": "SELECT nextval(''customer_seq'') FROM {{TABLE}}"}]}');
+SELECT reconcile_set_rules('customer_state', '{"dataset_checks": [{"name": "d", "sql": "SELECT nextval(''public.customer_seq'') FROM {{TABLE}}"}]}');
 DROP SEQUENCE customer_seq;
 SELECT reconcile_set_rules('customer_state', (SELECT jsonb_build_object('warn', jsonb_object_agg('r' || i, 'age > ' || i))
                                                 FROM generate_series(1, 1001) AS i));

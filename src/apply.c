@@ -8,10 +8,15 @@
  * rules, partition routing, foreign keys.  The UPDATEs repeat the version
  * check (target version < new version), and the rows each statement wrote
  * must match what the merge decided, or the batch fails.
+ *
+ * The temporary table is created, opened and named in SQL as
+ * pg_temp.<name>, and opened by its OID: a relation of that name in a
+ * schema earlier in the caller's search_path is never touched.
  */
 #include "postgres.h"
 
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_operator.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
@@ -28,10 +33,11 @@ apply_create(Merger *m)
 	TargetInfo *t = m->t;
 	StringInfoData sql;
 	TupleDesc	desc PG_USED_FOR_ASSERTS_ONLY;
+	Oid			relid;
 
 	m->apply_name = psprintf("reconcile_apply_%.16s", m->b->batch_id);
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "CREATE TEMPORARY TABLE %s (", quote_identifier(m->apply_name));
+	appendStringInfo(&sql, "CREATE TEMPORARY TABLE pg_temp.%s (", quote_identifier(m->apply_name));
 	for (int i = 0; i < t->nkeys; i++)
 		appendStringInfo(&sql, "k%d %s, ", i + 1,
 						 format_type_extended(t->keys[i].typid, t->keys[i].typmod,
@@ -46,7 +52,12 @@ apply_create(Merger *m)
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not create %s", m->apply_name);
 
-	m->apply = table_open(RelnameGetRelid(m->apply_name), RowExclusiveLock);
+	relid = get_relname_relid(m->apply_name, LookupExplicitNamespace("pg_temp", false));
+	if (!OidIsValid(relid))
+		elog(ERROR, "could not find pg_temp.%s", m->apply_name);
+	m->apply = table_open(relid, RowExclusiveLock);
+	if (m->apply->rd_rel->relkind != RELKIND_RELATION)
+		elog(ERROR, "pg_temp.%s is not a table", m->apply_name);
 	desc = RelationGetDescr(m->apply);
 	Assert(desc->natts == t->nkeys + 3 + t->npayload + 1);
 	m->apply_slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
@@ -109,7 +120,7 @@ apply_run(Merger *m)
 				sel,
 				keymatch,
 				set;
-	const char *tmp = quote_identifier(m->apply_name);
+	const char *tmp = psprintf("pg_temp.%s", quote_identifier(m->apply_name));
 	char	   *sql;
 
 	ExecDropSingleTupleTableSlot(m->apply_slot);

@@ -402,6 +402,8 @@ top_cmp(const void *a, const void *b)
 	return strcmp(((const TopValue *) a)->value, ((const TopValue *) b)->value);
 }
 
+#define REGEX_DUP_MAX 255
+
 static char *
 shape_regex(ColumnProfile *c)
 {
@@ -423,7 +425,10 @@ shape_regex(ColumnProfile *c)
 			appendStringInfo(&buf, "\\%c", r->cls);
 		else
 			appendStringInfoChar(&buf, r->cls);
-		if (r->minlen != r->maxlen)
+		/* PostgreSQL's regular expressions count repetitions up to 255 (DUPMAX). */
+		if (r->maxlen > REGEX_DUP_MAX)
+			appendStringInfo(&buf, "{%d,}", Min(r->minlen, REGEX_DUP_MAX));
+		else if (r->minlen != r->maxlen)
 			appendStringInfo(&buf, "{%d,%d}", r->minlen, r->maxlen);
 		else if (r->minlen > 1)
 			appendStringInfo(&buf, "{%d}", r->minlen);
@@ -471,7 +476,7 @@ propose_column_rules(Profile *p, List **props)
 		{
 			int64		dup_rows = count_query(psprintf("SELECT COALESCE(pg_catalog.sum(n), 0)::pg_catalog.int8 FROM"
 														" (SELECT pg_catalog.count(*) AS n FROM %s WHERE %s IS NOT NULL"
-														" GROUP BY %s HAVING pg_catalog.count(*) > 1) AS d",
+														" GROUP BY %s HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1) AS d",
 														p->relsql, c->qname, c->qname),
 											   0, NULL, NULL, NULL);
 
@@ -858,6 +863,88 @@ propose_implications(Profile *p, List **props)
 	}
 }
 
+/* ---- every proposal runs ---- */
+
+typedef struct ProposalCheck
+{
+	Profile    *p;
+	Proposal   *pr;
+} ProposalCheck;
+
+/*
+ * Plan the proposal as reconcile_check would, and run a row rule on the
+ * first rows (so that what only fails at run time, such as a regular
+ * expression that does not compile, fails here).
+ */
+static void
+try_proposal(ProposalCheck *pc)
+{
+	Proposal   *pr = pc->pr;
+	Rule		r;
+
+	memset(&r, 0, sizeof(r));
+	r.name = pr->name;
+	r.text = pr->text;
+	if (strcmp(pr->section, "dataset_checks") == 0)
+	{
+		r.severity = RULE_DATASET;
+		SPI_freeplan(rules_prepare_dataset(&r, rules_dataset_statement(&r, "", pc->p->relsql, "v"),
+										   0, NULL));
+		return;
+	}
+	r.severity = RULE_WARN;
+	rules_plan_row_rule(&r, pc->p->relsql, "v", false, NULL);
+	if (SPI_execute(psprintf("SELECT pg_catalog.count(*) FROM (SELECT * FROM %s LIMIT 1000) AS v"
+							 " WHERE (%s\n) IS NOT TRUE", pc->p->relsql, pr->text),
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not run proposed rule \"%s\"", pr->name);
+}
+
+/* Leave out, with a notice, every proposal that does not plan and run. */
+static List *
+keep_running_proposals(Profile *p, List *props)
+{
+	List	   *kept = NIL;
+	ListCell   *lc;
+
+	foreach(lc, props)
+	{
+		Proposal   *pr = lfirst(lc);
+		ProposalCheck pc = {p, pr};
+		MemoryContext cxt = CurrentMemoryContext;
+		ResourceOwner owner = CurrentResourceOwner;
+
+		CHECK_FOR_INTERRUPTS();
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(cxt);
+		PG_TRY();
+		{
+			try_proposal(&pc);
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(cxt);
+			CurrentResourceOwner = owner;
+			kept = lappend(kept, pr);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+				PG_RE_THROW();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(cxt);
+			CurrentResourceOwner = owner;
+			ereport(NOTICE,
+					(errmsg("proposed rule \"%s\" left out: %s", pr->name, edata->message)));
+		}
+		PG_END_TRY();
+	}
+	return kept;
+}
+
 /* ---- the document ---- */
 
 static char *
@@ -999,7 +1086,7 @@ reconcile_discover_rules(PG_FUNCTION_ARGS)
 	SPIExecuteOptions opts;
 	List	   *props = NIL;
 	char	   *doc = NULL;
-	bool		save_read_only = XactReadOnly;
+	RulesEnv	env;
 	Datum		result;
 
 	if (PG_ARGISNULL(0))
@@ -1057,9 +1144,11 @@ reconcile_discover_rules(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	MemoryContextSwitchTo(cxt);
-	/* Profiling reads, never writes, with the caller's rights. */
-	XactReadOnly = true;
-	PG_TRY();
+	/*
+	 * Profiling reads, never writes, with the caller's rights, under the
+	 * rules' search_path: its own queries use the proposals' text.
+	 */
+	rules_env_enter(&env, InvalidOid);
 	{
 		memset(&opts, 0, sizeof(opts));
 		opts.read_only = true;
@@ -1072,13 +1161,9 @@ reconcile_discover_rules(PG_FUNCTION_ARGS)
 			propose_linear_rules(p, &props);
 			propose_implications(p, &props);
 		}
-		doc = document_json(props);
+		doc = document_json(keep_running_proposals(p, props));
 	}
-	PG_FINALLY();
-	{
-		XactReadOnly = save_read_only;
-	}
-	PG_END_TRY();
+	rules_env_leave(&env);
 	/* SPI calls leave SPI's own context current; the result must outlive it. */
 	MemoryContextSwitchTo(cxt);
 	result = DirectFunctionCall1(jsonb_in, CStringGetDatum(doc));

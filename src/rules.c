@@ -8,20 +8,26 @@
  * SELECT each, whose rows are the violations) under "dataset_checks".
  * Rules are code, so before anything runs PostgreSQL's own parser must
  * find a row rule to be exactly one expression and a dataset check to be
- * exactly one plain SELECT.  Running a document is rules_check.c's job;
- * attaching one to a target and applying it to batches, rules_attach.c's.
+ * exactly one plain SELECT, the latter again in the final text that runs.
+ * Rules run read-only under search_path RULES_SEARCH_PATH, and attached
+ * rules as their target's owner (rules_env_enter).  Running a document is
+ * rules_check.c's job; attaching one to a target and applying it to
+ * batches, rules_attach.c's.
  */
 #include "postgres.h"
 
 #include <ctype.h>
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
 #include "optimizer/optimizer.h"
 #include "parser/parser.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/plancache.h"
@@ -30,6 +36,54 @@
 #include "rules.h"
 
 const char *const rule_severity_names[] = {"fail", "warn", "drop", "dataset_check"};
+
+/* ---- where rules run ---- */
+
+/*
+ * Switch to the role a rule runs as: the target's owner, restricted, for
+ * attached rules (owner valid), or stay the caller.  Cheap enough for
+ * every row; rules_env_enter adds the search_path.
+ */
+void
+rules_user_enter(RulesEnv *env, Oid owner)
+{
+	GetUserIdAndSecContext(&env->save_userid, &env->save_sec_context);
+	if (OidIsValid(owner))
+		SetUserIdAndSecContext(owner,
+							   env->save_sec_context | SECURITY_RESTRICTED_OPERATION);
+	env->save_read_only = XactReadOnly;
+	XactReadOnly = true;
+	env->save_nestlevel = 0;
+}
+
+void
+rules_user_leave(RulesEnv *env)
+{
+	XactReadOnly = env->save_read_only;
+	SetUserIdAndSecContext(env->save_userid, env->save_sec_context);
+}
+
+/*
+ * As rules_user_enter, and set search_path to RULES_SEARCH_PATH for
+ * parsing, planning and running, the way maintenance commands run index
+ * expressions.  An error leaves it to (sub)transaction abort to restore
+ * the user, the read-only flag and the setting.
+ */
+void
+rules_env_enter(RulesEnv *env, Oid owner)
+{
+	rules_user_enter(env, owner);
+	env->save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", RULES_SEARCH_PATH, PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+}
+
+void
+rules_env_leave(RulesEnv *env)
+{
+	AtEOXact_GUC(false, env->save_nestlevel);
+	rules_user_leave(env);
+}
 
 /* ---- the document ---- */
 
@@ -306,7 +360,7 @@ refuse_rule(Rule *r, const char *why)
 			 errdetail(dataset ?
 					   "A dataset check must be exactly one SELECT statement that only reads." :
 					   "A row rule must be exactly one SQL expression that only reads."),
-			 errhint("Rules run with the caller's rights, read-only; rewrite the rule as a plain expression or query.")));
+			 errhint("Rules run read-only (reconcile_check's with the caller's rights, attached rules with their target owner's); rewrite the rule as a plain expression or query.")));
 }
 
 /*
@@ -340,9 +394,9 @@ check_row_rule(Rule *r)
 		refuse_rule(r, cxt.why);
 }
 
-/* Replace {{TABLE}} and {{DATAFRAME}} by the given text. */
-char *
-rules_substitute_table(const char *sql, const char *table)
+/* Replace {{TABLE}} and {{DATAFRAME}} by the given (quoted) name. */
+static char *
+substitute_table(const char *sql, const char *table)
 {
 	StringInfoData buf;
 	const char *p = sql;
@@ -366,20 +420,14 @@ rules_substitute_table(const char *sql, const char *table)
 	return buf.data;
 }
 
-/* A dataset check is one SELECT; a final semicolon is tolerated. */
+/* The text must parse as exactly one SELECT that only reads. */
 static void
-check_dataset_check(Rule *r)
+check_one_select(Rule *r, const char *sql)
 {
-	char	   *sql = pstrdup(r->text);
-	int			len = strlen(sql);
-	List	   *parsed;
+	List	   *parsed = parse_rule_text(r, sql);
 	Node	   *stmt;
 	SafetyContext cxt = {NULL};
 
-	while (len > 0 && (isspace((unsigned char) sql[len - 1]) || sql[len - 1] == ';'))
-		sql[--len] = '\0';
-	r->text = sql;
-	parsed = parse_rule_text(r, rules_substitute_table(sql, "reconcile_table"));
 	if (list_length(parsed) != 1)
 		refuse_rule(r, list_length(parsed) == 0 ? "it is empty" : "it holds more than one statement");
 	stmt = ((RawStmt *) linitial(parsed))->stmt;
@@ -391,6 +439,65 @@ check_dataset_check(Rule *r)
 								IsA(stmt, MergeStmt) ? "a MERGE" : "a utility statement"));
 	if (unsafe_node_walker(stmt, &cxt))
 		refuse_rule(r, cxt.why);
+}
+
+/*
+ * A dataset check is one SELECT; a final semicolon is tolerated.  This
+ * early look uses a plain name for {{TABLE}}; what runs is checked again
+ * in its final form by rules_dataset_statement.
+ */
+static void
+check_dataset_check(Rule *r)
+{
+	char	   *sql = pstrdup(r->text);
+	int			len = strlen(sql);
+
+	while (len > 0 && (isspace((unsigned char) sql[len - 1]) || sql[len - 1] == ';'))
+		sql[--len] = '\0';
+	r->text = sql;
+	check_one_select(r, substitute_table(sql, "reconcile_table"));
+}
+
+/*
+ * The statement a dataset check runs: "<prefix>SELECT <select> FROM
+ * (<check>) AS v", with {{TABLE}} replaced by table (a quoted name).  A
+ * table's name may hold anything, a newline ending a comment included, so
+ * the check is validated after the substitution, and then the whole
+ * statement as it will run: each must be exactly one SELECT that only
+ * reads.  rules_prepare_dataset then runs exactly that one statement.
+ */
+char *
+rules_dataset_statement(Rule *r, const char *prefix, const char *table,
+						const char *select)
+{
+	char	   *check = substitute_table(r->text, table);
+	char	   *sql = psprintf("%sSELECT %s FROM (%s\n) AS v", prefix, select, check);
+
+	check_one_select(r, check);
+	check_one_select(r, sql);
+	return sql;
+}
+
+/* Prepare a statement from rules_dataset_statement: one plan, a SELECT. */
+SPIPlanPtr
+rules_prepare_dataset(Rule *r, const char *sql, int nargs, Oid *types)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+	List	   *sources;
+	CachedPlanSource *ps;
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for dataset check \"%s\": %s", r->name,
+			 SPI_result_code_string(SPI_result));
+	sources = SPI_plan_get_plan_sources(plan);
+	ps = list_length(sources) == 1 ? linitial(sources) : NULL;
+	if (ps == NULL || ps->commandTag != CMDTAG_SELECT ||
+		list_length(ps->query_list) != 1 ||
+		linitial_node(Query, ps->query_list)->commandType != CMD_SELECT ||
+		linitial_node(Query, ps->query_list)->hasModifyingCTE ||
+		linitial_node(Query, ps->query_list)->rowMarks != NIL)
+		refuse_rule(r, "it is not exactly one SELECT that only reads");
+	return plan;
 }
 
 /*

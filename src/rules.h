@@ -44,11 +44,39 @@ typedef struct RuleSet
 /* A scan, and an attached document, holds at most this many row rules. */
 #define RULES_MAX_PER_SCAN 1000
 
+/*
+ * Rules are parsed, planned and run under this search_path, whoever calls:
+ * an unqualified name in a rule resolves to pg_catalog (or, for relations
+ * only, to the session's temporary tables), never to a schema another role
+ * can write.  Anything else is written schema-qualified.
+ */
+#define RULES_SEARCH_PATH "pg_catalog, pg_temp"
+
+/*
+ * Where a rule runs: as the role that owns the target (attached rules,
+ * under SECURITY_RESTRICTED_OPERATION, as VACUUM runs index expressions)
+ * or as the caller (rules passed to reconcile_check), in both cases
+ * read-only and under RULES_SEARCH_PATH.
+ */
+typedef struct RulesEnv
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+	bool		save_read_only;
+} RulesEnv;
+
 /* ---- rules.c ---- */
 
+extern void rules_env_enter(RulesEnv *env, Oid owner);
+extern void rules_env_leave(RulesEnv *env);
+extern void rules_user_enter(RulesEnv *env, Oid owner);
+extern void rules_user_leave(RulesEnv *env);
 extern RuleSet *rules_parse(Jsonb *doc);
 extern char *rules_quote_relation(Oid relid);
-extern char *rules_substitute_table(const char *sql, const char *table);
+extern char *rules_dataset_statement(Rule *r, const char *prefix, const char *table,
+									 const char *select);
+extern SPIPlanPtr rules_prepare_dataset(Rule *r, const char *sql, int nargs, Oid *types);
 extern void rules_plan_row_rule(Rule *r, const char *relsql, const char *alias,
 								bool attached, Node **expr);
 extern void rules_refuse_volatile(Rule *r, Node *query);

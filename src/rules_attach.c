@@ -11,24 +11,41 @@
  * violation, or a dataset check with rows over the batch's staged rows,
  * refuses the batch.  Attached rules run inside the batch, where nothing
  * rolls back what they do, so they may not call volatile functions.
+ *
+ * An attached rule is the target owner's code, and a batch may be run by a
+ * more privileged role: like an index expression run by VACUUM, every
+ * attached rule (planning, row rules on each staged row, dataset checks)
+ * runs as the target's owner under SECURITY_RESTRICTED_OPERATION,
+ * read-only, with search_path RULES_SEARCH_PATH.  So the staged rows reach
+ * the rules not through the loader's query, which runs as the caller, but
+ * as values: rule_eval evaluates the rules it can on them, and the others
+ * (a subquery, a whole-row reference) run per row in a query of their own
+ * whose parameters are the staged row's columns.
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/sysattr.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/execnodes.h"
 #include "nodes/params.h"
 #include "optimizer/optimizer.h"
 #include "storage/lmgr.h"
+#include "tcop/pquery.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/plancache.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/typcache.h"
 
 #include "reconcile.h"
@@ -75,19 +92,32 @@ plan_rules_strict(RuleSet *rs, const char *relsql, const char *alias,
 			rules_plan_row_rule(r, relsql, alias, true, exprs != NULL ? &exprs[i] : NULL);
 		else
 		{
-			SPIPlanPtr	plan = SPI_prepare(psprintf("%sSELECT v FROM (%s\n) AS v", prefix,
-													rules_substitute_table(r->text, table)),
-										   nparams, types);
+			SPIPlanPtr	plan = rules_prepare_dataset(r, rules_dataset_statement(r, prefix, table, "v"),
+													 nparams, types);
 			CachedPlanSource *ps;
 
-			if (plan == NULL)
-				elog(ERROR, "SPI_prepare failed for dataset check \"%s\"", r->name);
 			ps = linitial(SPI_plan_get_plan_sources(plan));
 			rules_refuse_volatile(r, (Node *) linitial(ps->query_list));
 			SPI_freeplan(plan);
 		}
 		error_context_stack = cb.previous;
 	}
+}
+
+/* The role that owns a relation: attached rules run as it. */
+static Oid
+relation_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
 }
 
 Datum
@@ -100,7 +130,6 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 	char		nulls[3] = {' ', ' ', ' '};
 	bool		isnull;
 	int32		version;
-	bool		save_read_only = XactReadOnly;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -122,6 +151,7 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 		RuleSet    *rs = rules_parse(PG_GETARG_JSONB_P(1));
 		char	   *relsql = rules_quote_relation(relid);
 		int			nrow = 0;
+		RulesEnv	env;
 
 		/* Each row rule is one more column of the loader's staged read. */
 		for (int i = 0; i < rs->nrules; i++)
@@ -133,17 +163,11 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 							RULES_MAX_PER_SCAN, nrow),
 					 errhint("Combine rules, or run the larger document with reconcile_check.")));
 
-		XactReadOnly = true;
-		PG_TRY();
-		{
-			plan_rules_strict(rs, relsql, quote_identifier(get_rel_name(relid)), "",
-							  relsql, 0, NULL, NULL, NULL);
-		}
-		PG_FINALLY();
-		{
-			XactReadOnly = save_read_only;
-		}
-		PG_END_TRY();
+		/* Checked where and as whom the rules will run: as the owner. */
+		rules_env_enter(&env, relation_owner(relid));
+		plan_rules_strict(rs, relsql, quote_identifier(get_rel_name(relid)), "",
+						  relsql, 0, NULL, NULL, NULL);
+		rules_env_leave(&env);
 		args[1] = PointerGetDatum(PG_GETARG_JSONB_P(1));
 	}
 	else
@@ -174,23 +198,41 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 struct BatchRules
 {
 	ErrorContextCallback context;	/* while the staged rows are read */
+	int			path_nestlevel; /* search_path set while they are read */
 	const char *target_name;
 	Oid			target;
+	Oid			owner;			/* the target's owner: the rules run as it */
 	Oid			staged;
 	RuleSet    *rules;
 	int			nrow;			/* row rules: rules[0 .. nrow-1] */
 	Node	  **exprs;			/* per row rule, parse-analysed */
 
 	/*
-	 * Row rules are evaluated by rule_eval on staged columns the staged
-	 * query appends, as reconcile_check evaluates them; those it cannot
-	 * evaluate (a subquery, a whole-row reference) are "IS NOT TRUE"
-	 * columns of the query.
+	 * Row rules are evaluated as the owner on the staged columns the
+	 * loader's query appends: by rule_eval, as reconcile_check evaluates
+	 * them, or, those it cannot evaluate (a subquery, a whole-row
+	 * reference), by the executor: rowquery is the plan of
+	 *		SELECT (r1) IS NOT TRUE, ... FROM unnest($1) AS s
+	 * over the staged relation's row type, started once, whose projection
+	 * is computed on each staged row put in its scan slot, as a scan would
+	 * compute it (subqueries planned once, hashed subplans built once).
 	 */
-	int		   *source;			/* per row rule: its column (0-based) in the
-								 * staged query, or -1 - its index in eval */
+	int		   *source;			/* per row rule: its column in rowplan's
+								 * result, or -1 - its index in eval */
 	RuleEval   *eval;
 	bool	   *violated;		/* per rule in eval, for the current row */
+	SPIPlanPtr	rowplan;
+	char	   *rowsql;
+	int			nrowplan;		/* rules in rowplan */
+	CachedPlan *rowcplan;
+	QueryDesc  *rowquery;		/* started while the staged rows are read */
+	int			nparams;		/* staged columns the loader hands to rowquery */
+	AttrNumber *param_atts;		/* their attribute numbers in the staged relation */
+	int		   *param_pos;		/* their positions (0-based) in the loader's row */
+	Datum	   *param_values;	/* a staged row in the staged relation's layout */
+	bool	   *param_nulls;
+	int			staged_natts;
+	bool	   *planned_violated;	/* per rowplan column, for the current row */
 	bool	   *violated_now;	/* per row rule, for the current row */
 	int64	   *violations;		/* per row rule: fail and warn counts */
 	const char **dropped;
@@ -205,6 +247,98 @@ batch_rows_prefix(Oid staged)
 					rules_quote_relation(staged));
 }
 
+/*
+ * Plan the row rules rule_eval cannot evaluate as the projection of a scan
+ * of the staged relation's row type (aliased "s", as the rules were
+ * planned against the staged relation).
+ */
+static void
+prepare_row_plan(BatchRules *br)
+{
+	TupleDesc	sdesc = lookup_rowtype_tupdesc_copy(get_rel_type_id(br->staged), -1);
+	StringInfoData sql;
+	Oid			arraytype = get_array_type(get_rel_type_id(br->staged));
+
+	initStringInfo(&sql);
+	for (int i = 0; i < br->nrow; i++)
+	{
+		Rule	   *r = &br->rules->rules[i];
+		ErrorContextCallback cb;
+		RuleContext rc = {r, br->target_name};
+
+		if (br->exprs[i] != NULL && rule_eval_supported(br->exprs[i]))
+			continue;
+		/* Alone first, so that an error (a system column) names the rule. */
+		cb.callback = rule_error_context;
+		cb.arg = &rc;
+		cb.previous = error_context_stack;
+		error_context_stack = &cb;
+		if (OidIsValid(arraytype))
+			SPI_freeplan(SPI_prepare(psprintf("SELECT (%s\n) IS NOT TRUE FROM pg_catalog.unnest($1) AS s",
+											  r->text), 1, &arraytype));
+		error_context_stack = cb.previous;
+		appendStringInfo(&sql, "%s(%s\n) IS NOT TRUE", br->nrowplan > 0 ? ", " : "SELECT ", r->text);
+		br->source[i] = br->nrowplan++;
+	}
+	if (br->nrowplan == 0)
+		return;
+	if (!OidIsValid(arraytype))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the row rules attached to table \"%s\" cannot be evaluated on the staged rows of \"%s\"",
+						br->target_name, relation_display_name(br->staged)),
+				 errdetail("The staged relation's row type has no array type.")));
+	appendStringInfoString(&sql, " FROM pg_catalog.unnest($1) AS s");
+	br->rowsql = sql.data;
+	br->rowplan = SPI_prepare(sql.data, 1, &arraytype);
+	if (br->rowplan == NULL)
+		elog(ERROR, "SPI_prepare failed for the row rules attached to table \"%s\": %s",
+			 br->target_name, SPI_result_code_string(SPI_result));
+	br->param_atts = palloc(sizeof(AttrNumber) * Max(sdesc->natts, 1));
+	for (int a = 1; a <= sdesc->natts; a++)
+		if (!TupleDescAttr(sdesc, a - 1)->attisdropped)
+			br->param_atts[br->nparams++] = a;
+	br->param_pos = palloc(sizeof(int) * Max(br->nparams, 1));
+	br->param_values = palloc0(sizeof(Datum) * Max(sdesc->natts, 1));
+	br->param_nulls = palloc(sizeof(bool) * Max(sdesc->natts, 1));
+	br->staged_natts = sdesc->natts;
+	br->planned_violated = palloc0(sizeof(bool) * br->nrowplan);
+}
+
+/* Start rowquery's executor (as the owner: it checks the owner's rights). */
+static void
+start_row_query(BatchRules *br)
+{
+	PlannedStmt *stmt;
+	ParamListInfo params = makeParamList(1);
+	PlanState  *ps;
+
+	params->params[0].isnull = true;
+	params->params[0].ptype = get_array_type(get_rel_type_id(br->staged));
+	br->rowcplan = SPI_plan_get_cached_plan(br->rowplan);
+	if (br->rowcplan == NULL || list_length(br->rowcplan->stmt_list) != 1)
+		elog(ERROR, "could not plan the row rules attached to table \"%s\"", br->target_name);
+	stmt = linitial_node(PlannedStmt, br->rowcplan->stmt_list);
+	br->rowquery = CreateQueryDesc(stmt, br->rowsql, GetActiveSnapshot(), InvalidSnapshot,
+								   None_Receiver, params, NULL, 0);
+	ExecutorStart(br->rowquery, 0);
+	ps = br->rowquery->planstate;
+	if (!IsA(ps, FunctionScanState) || ps->ps_ProjInfo == NULL ||
+		((ScanState *) ps)->ss_ScanTupleSlot->tts_tupleDescriptor->natts != br->staged_natts)
+		elog(ERROR, "unexpected plan for the row rules attached to table \"%s\"", br->target_name);
+}
+
+static void
+end_row_query(BatchRules *br)
+{
+	ExecutorFinish(br->rowquery);
+	ExecutorEnd(br->rowquery);
+	FreeQueryDesc(br->rowquery);
+	br->rowquery = NULL;
+	ReleaseCachedPlan(br->rowcplan, NULL);
+	br->rowcplan = NULL;
+}
+
 /* The target's current rules, checked against the staged relation. */
 BatchRules *
 batch_rules_load(Oid target, Oid staged)
@@ -217,7 +351,7 @@ batch_rules_load(Oid target, Oid staged)
 	BatchRules *br;
 	RuleSet    *rs;
 	char	   *relsql;
-	bool		save_read_only = XactReadOnly;
+	RulesEnv	env;
 	Oid			argtype = TEXTARRAYOID;
 
 	state_user_enter(&su);
@@ -236,6 +370,7 @@ batch_rules_load(Oid target, Oid staged)
 	br = palloc0(sizeof(BatchRules));
 	br->target = target;
 	br->target_name = relation_display_name(target);
+	br->owner = relation_owner(target);
 	br->staged = staged;
 	br->rules = rs;
 	while (br->nrow < rs->nrules && rs->rules[br->nrow].severity != RULE_DATASET)
@@ -246,19 +381,32 @@ batch_rules_load(Oid target, Oid staged)
 	br->source = palloc0(sizeof(int) * Max(rs->nrules, 1));
 	br->violated_now = palloc0(sizeof(bool) * Max(rs->nrules, 1));
 
+	/*
+	 * The rules run as the target's owner, and read the staged rows (a
+	 * dataset check reads them all): the owner must be able to.
+	 */
+	if (pg_class_aclcheck(staged, br->owner, ACL_SELECT) != ACLCHECK_OK &&
+		pg_attribute_aclcheck_all(staged, br->owner, ACL_SELECT, ACLMASK_ALL) != ACLCHECK_OK)
+	{
+		char	   *owner = GetUserNameFromId(br->owner, false);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\", owner of table \"%s\", may not read staged relation \"%s\"",
+						owner, br->target_name, relation_display_name(staged)),
+				 errdetail("The data-quality rules attached to table \"%s\" run as its owner, and read the staged rows.",
+						   br->target_name),
+				 errhint("Grant SELECT on \"%s\" to role \"%s\", or detach the rules with reconcile_set_rules(target, NULL).",
+						 relation_display_name(staged), owner)));
+	}
+
 	relsql = rules_quote_relation(staged);
-	XactReadOnly = true;
-	PG_TRY();
-	{
-		plan_rules_strict(rs, relsql, "s", batch_rows_prefix(staged),
-						  "reconcile_batch_rows", 1, &argtype, relation_display_name(target),
-						  br->exprs);
-	}
-	PG_FINALLY();
-	{
-		XactReadOnly = save_read_only;
-	}
-	PG_END_TRY();
+	rules_env_enter(&env, br->owner);
+	plan_rules_strict(rs, relsql, "s", batch_rows_prefix(staged),
+					  "reconcile_batch_rows", 1, &argtype, relation_display_name(target),
+					  br->exprs);
+	prepare_row_plan(br);
+	rules_env_leave(&env);
 	return br;
 }
 
@@ -277,6 +425,12 @@ batch_rules_error_context(void *arg)
 				   br->target_name);
 }
 
+/*
+ * While the staged rows are read, search_path is the rules' own: the row
+ * rules were planned under it and are evaluated under it.  (The loader's
+ * own query qualifies every name.)  An error leaves the reset to the
+ * transaction's abort.
+ */
 void
 batch_rules_context_push(BatchState *b)
 {
@@ -288,19 +442,32 @@ batch_rules_context_push(BatchState *b)
 	br->context.arg = br;
 	br->context.previous = error_context_stack;
 	error_context_stack = &br->context;
+	br->path_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", RULES_SEARCH_PATH, PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
 void
 batch_rules_context_pop(BatchState *b)
 {
-	if (b->rules != NULL)
-		error_context_stack = b->rules->context.previous;
+	if (b->rules == NULL)
+		return;
+	if (b->rules->rowquery != NULL)
+	{
+		RulesEnv	env;
+
+		rules_user_enter(&env, b->rules->owner);
+		end_row_query(b->rules);
+		rules_user_leave(&env);
+	}
+	AtEOXact_GUC(false, b->rules->path_nestlevel);
+	error_context_stack = b->rules->context.previous;
 }
 
 /*
  * Append to the staged query, whose next column is at (1-based) position
- * firstpos, what the row rules need: the staged columns rule_eval reads,
- * and "(rule) IS NOT TRUE" for each rule it cannot evaluate.
+ * firstpos, the staged columns the row rules read: those rule_eval reads,
+ * and every column for rowplan.
  */
 void
 batch_rules_append_columns(BatchRules *br, StringInfo sql, int firstpos)
@@ -321,11 +488,6 @@ batch_rules_append_columns(BatchRules *br, StringInfo sql, int firstpos)
 			br->source[i] = -1 - nexprs;
 			exprs[nexprs++] = br->exprs[i];
 		}
-		else
-		{
-			appendStringInfo(sql, ", (%s\n) IS NOT TRUE", br->rules->rules[i].text);
-			br->source[i] = pos++;
-		}
 	}
 	while ((x = bms_next_member(atts, x)) >= 0)
 	{
@@ -334,11 +496,81 @@ batch_rules_append_columns(BatchRules *br, StringInfo sql, int firstpos)
 		appendStringInfo(sql, ", s.%s", quote_identifier(NameStr(TupleDescAttr(sdesc, a - 1)->attname)));
 		positions[a - 1] = pos++;
 	}
-	if (nexprs > 0)
+	for (int k = 0; k < br->nparams; k++)
 	{
-		br->eval = rule_eval_begin(exprs, nexprs, sdesc, positions);
-		br->violated = palloc(sizeof(bool) * nexprs);
+		appendStringInfo(sql, ", s.%s",
+						 quote_identifier(NameStr(TupleDescAttr(sdesc, br->param_atts[k] - 1)->attname)));
+		br->param_pos[k] = pos++;
 	}
+	if (nexprs > 0 || br->rowplan != NULL)
+	{
+		RulesEnv	env;
+
+		/* Compiling checks EXECUTE rights and inlines SQL functions: as the owner. */
+		rules_user_enter(&env, br->owner);
+		if (nexprs > 0)
+			br->eval = rule_eval_begin(exprs, nexprs, sdesc, positions);
+		if (br->rowplan != NULL)
+			start_row_query(br);
+		rules_user_leave(&env);
+		br->violated = palloc(sizeof(bool) * Max(nexprs, 1));
+	}
+}
+
+/* Evaluate the rules rule_eval cannot on one staged row: rowquery's projection. */
+static void
+run_row_plan(BatchRules *br, TupleTableSlot *row)
+{
+	PlanState  *ps = br->rowquery->planstate;
+	ExprContext *econtext = ps->ps_ExprContext;
+	TupleTableSlot *scan = ((ScanState *) ps)->ss_ScanTupleSlot;
+	TupleTableSlot *result;
+	MemoryContext old;
+
+	ResetExprContext(econtext);
+	slot_getallattrs(row);
+	for (int a = 0; a < br->staged_natts; a++)
+		br->param_nulls[a] = true;
+	for (int k = 0; k < br->nparams; k++)
+	{
+		int			a = br->param_atts[k] - 1;
+
+		br->param_values[a] = row->tts_values[br->param_pos[k]];
+		br->param_nulls[a] = row->tts_isnull[br->param_pos[k]];
+	}
+	old = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
+	ExecStoreMinimalTuple(heap_form_minimal_tuple(scan->tts_tupleDescriptor,
+												  br->param_values, br->param_nulls),
+						  scan, false);
+	MemoryContextSwitchTo(old);
+	econtext->ecxt_scantuple = scan;
+	result = ExecProject(ps->ps_ProjInfo);
+	slot_getallattrs(result);
+	/* "(rule) IS NOT TRUE" is never null: true means violated. */
+	for (int j = 0; j < br->nrowplan; j++)
+		br->planned_violated[j] = !result->tts_isnull[j] && DatumGetBool(result->tts_values[j]);
+	ExecClearTuple(scan);
+}
+
+/* Evaluate every row rule on one staged row, as the owner, restricted. */
+static void
+evaluate_row(BatchRules *br, TupleTableSlot *row)
+{
+	RulesEnv	env;
+
+	rules_user_enter(&env, br->owner);
+	PG_TRY();
+	{
+		if (br->eval != NULL)
+			rule_eval_row(br->eval, row, br->violated);
+		if (br->rowquery != NULL)
+			run_row_plan(br, row);
+	}
+	PG_FINALLY();
+	{
+		rules_user_leave(&env);
+	}
+	PG_END_TRY();
 }
 
 /*
@@ -351,16 +583,12 @@ batch_rules_row(BatchRules *br, TupleTableSlot *row, bool rejected, const char *
 {
 	int			ndropped = 0;
 
-	if (br->eval != NULL)
-		rule_eval_row(br->eval, row, br->violated);
+	evaluate_row(br, row);
 	for (int i = 0; i < br->nrow; i++)
 	{
 		int			src = br->source[i];
 
-		/* "(rule) IS NOT TRUE" is never null: true means violated. */
-		br->violated_now[i] = src >= 0 ?
-			!row->tts_isnull[src] && DatumGetBool(row->tts_values[src]) :
-			br->violated[-1 - src];
+		br->violated_now[i] = src >= 0 ? br->planned_violated[src] : br->violated[-1 - src];
 		if (br->violated_now[i] && br->rules->rules[i].severity == RULE_DROP)
 			br->dropped[ndropped++] = br->rules->rules[i].name;
 	}
@@ -387,7 +615,7 @@ batch_rules_gate(BatchState *b)
 	Oid			argtype = TEXTARRAYOID;
 	Datum		arg;
 	char	   *prefix;
-	bool		save_read_only = XactReadOnly;
+	RulesEnv	env;
 
 	if (br == NULL)
 		return;
@@ -409,8 +637,8 @@ batch_rules_gate(BatchState *b)
 	arg = makeArrayResult(keys, CurrentMemoryContext);
 	prefix = batch_rows_prefix(br->staged);
 
-	XactReadOnly = true;
-	PG_TRY();
+	/* Dataset checks run as the owner, restricted, as the row rules do. */
+	rules_env_enter(&env, br->owner);
 	{
 		for (int i = br->nrow; i < br->rules->nrules; i++)
 		{
@@ -419,27 +647,26 @@ batch_rules_gate(BatchState *b)
 			RuleContext rc = {r, b->target->relname};
 			bool		isnull;
 			int64		n;
+			SPIPlanPtr	plan;
 
 			cb.callback = rule_error_context;
 			cb.arg = &rc;
 			cb.previous = error_context_stack;
 			error_context_stack = &cb;
-			if (SPI_execute_with_args(psprintf("%sSELECT pg_catalog.count(*) FROM (%s\n) AS v", prefix,
-											   rules_substitute_table(r->text, "reconcile_batch_rows")),
-									  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)
+			plan = rules_prepare_dataset(r, rules_dataset_statement(r, prefix, "reconcile_batch_rows",
+																	 "pg_catalog.count(*)"),
+										 1, &argtype);
+			if (SPI_execute_plan(plan, &arg, NULL, true, 1) != SPI_OK_SELECT)
 				elog(ERROR, "could not run dataset check \"%s\"", r->name);
 			n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 			error_context_stack = cb.previous;
 			if (n > 0)
 				appendStringInfo(&breaches, "%sdataset check \"%s\": " INT64_FORMAT " %s",
 								 nbreaches++ > 0 ? "; " : "", r->name, n, n == 1 ? "row" : "rows");
+			SPI_freeplan(plan);
 		}
 	}
-	PG_FINALLY();
-	{
-		XactReadOnly = save_read_only;
-	}
-	PG_END_TRY();
+	rules_env_leave(&env);
 
 	if (nbreaches > 0)
 		ereport(ERROR,

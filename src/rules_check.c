@@ -395,19 +395,25 @@ dataset_receive(TupleTableSlot *slot, DestReceiver *self)
 {
 	DatasetReceiver *dr = (DatasetReceiver *) self;
 	RuleResult *res = dr->res;
+	TupleDesc	desc = slot->tts_tupleDescriptor;
 
 	CHECK_FOR_INTERRUPTS();
 	slot_getallattrs(slot);
 	res->invalid++;
-	if (res->nsamples < dr->run->sample && !slot->tts_isnull[0])
+	/* The statement is "SELECT v FROM (check) AS v": one composite column. */
+	if (res->nsamples < dr->run->sample && desc->natts >= 1 && !slot->tts_isnull[0])
 	{
 		MemoryContext old = MemoryContextSwitchTo(dr->run->cxt);
+		Oid			type = TupleDescAttr(desc, 0)->atttypid;
 
 		if (res->nsamples++ > 0)
 			appendStringInfoChar(&res->samples, ',');
-		appendStringInfoString(&res->samples,
-							   TextDatumGetCString(DirectFunctionCall1(row_to_json,
-																	   slot->tts_values[0])));
+		if (type_is_rowtype(type))
+			appendStringInfoString(&res->samples,
+								   TextDatumGetCString(DirectFunctionCall1(row_to_json,
+																		   slot->tts_values[0])));
+		else
+			append_json_value(&res->samples, slot->tts_values[0], false, type);
 		MemoryContextSwitchTo(old);
 	}
 	return true;
@@ -428,8 +434,8 @@ run_dataset_check(void *arg)
 	DatasetArgs *a = arg;
 	DatasetReceiver dr;
 	SPIExecuteOptions opts;
-	char	   *sql = psprintf("%sSELECT v FROM (%s\n) AS v", a->prefix,
-							   rules_substitute_table(a->res->rule->text, a->table));
+	char	   *sql = rules_dataset_statement(a->res->rule, a->prefix, a->table, "v");
+	SPIPlanPtr	plan = rules_prepare_dataset(a->res->rule, sql, 0, NULL);
 
 	memset(&dr, 0, sizeof(dr));
 	receiver_init(&dr.pub, dataset_receive);
@@ -442,7 +448,7 @@ run_dataset_check(void *arg)
 	opts.read_only = true;
 	opts.dest = (DestReceiver *) &dr;
 	opts.params = a->params;
-	if (SPI_execute_extended(sql, &opts) < 0)
+	if (SPI_execute_plan_extended(plan, &opts) < 0)
 		elog(ERROR, "could not run dataset check \"%s\"", a->res->rule->name);
 	a->res->status = a->res->invalid > 0 ? RS_FAIL : RS_PASS;
 }
@@ -651,7 +657,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 	RuleSet    *rs;
 	int		   *idx;
 	int			n = 0;
-	bool		save_read_only = XactReadOnly;
+	RulesEnv	env;
 	char		relkind;
 
 	/*
@@ -688,9 +694,11 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 		initStringInfo(&run->results[i].samples);
 	}
 
-	/* Rules read, never write, whatever functions they call. */
-	XactReadOnly = true;
-	PG_TRY();
+	/*
+	 * The caller's own rules run with the caller's rights, but read-only,
+	 * whatever functions they call, and under the rules' search_path.
+	 */
+	rules_env_enter(&env, InvalidOid);
 	{
 		int			nrow = 0;
 		int		   *rows = palloc(sizeof(int) * Max(rs->nrules, 1));
@@ -753,11 +761,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 			}
 		}
 	}
-	PG_FINALLY();
-	{
-		XactReadOnly = save_read_only;
-	}
-	PG_END_TRY();
+	rules_env_leave(&env);
 	return run;
 }
 

@@ -99,8 +99,8 @@ SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"dataset_checks": [{"nam
                  'dataset check "d" is refused: SELECT INTO creates a table', 'SELECT INTO is refused');
 SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"dataset_checks": [{"name": "d", "sql": "SELECT * FROM t FOR UPDATE"}]}')$$, '42501',
                  'dataset check "d" is refused: a locking clause (FOR UPDATE, FOR SHARE) takes row locks', 'locking clauses are refused');
-CREATE FUNCTION tap_writer() RETURNS boolean LANGUAGE sql AS $$ UPDATE t SET d = 0 RETURNING true $$;
-SELECT is((SELECT detail FROM reconcile_check('t', '{"fail": {"w": "tap_writer()"}}')),
+CREATE FUNCTION tap_writer() RETURNS boolean LANGUAGE sql AS $$ UPDATE public.t SET d = 0 RETURNING true $$;
+SELECT is((SELECT detail FROM reconcile_check('t', '{"fail": {"w": "public.tap_writer()"}}')),
           'cannot execute UPDATE in a read-only transaction', 'a function that writes fails: rules run read-only');
 SELECT is((SELECT count(*) FROM t WHERE d = 0), 1::bigint, 'and nothing was written');
 
