@@ -28,6 +28,8 @@ GRANT SELECT ON accounts TO regress_rls_tenant, regress_rls_bypass;
 GRANT SELECT (tenant, id) ON accounts TO regress_rls_cols;
 CREATE TABLE accounts_stage (object_key text, source_row int, operation text,
                              tenant text, id text, ssn text, v text);
+-- Attached rules run as the target's owner, which reads the staged rows.
+GRANT SELECT ON accounts_stage TO regress_rls_owner;
 SELECT reconcile_register('accounts', '{id}', 'v', 'gone', 'h');
 SELECT reconcile_set_rules('accounts', '{"warn": {"has_ssn": "ssn IS NOT NULL"}}');
 -- A reject (a bad version, raw value kept), a conflict (two payloads of
