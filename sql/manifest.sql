@@ -26,3 +26,4 @@ SELECT n, reconcile_canonical_manifest(manifest) FROM fixed ORDER BY n;
 SELECT count(DISTINCT reconcile_batch_id(manifest)) AS ids FROM fixed WHERE n BETWEEN 4 AND 5;
 SELECT count(DISTINCT reconcile_batch_id(manifest)) AS ids FROM fixed WHERE n BETWEEN 6 AND 7;
 DROP TABLE fixed;
+DROP EXTENSION reconcile;
