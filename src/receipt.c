@@ -193,21 +193,6 @@ receipt_lookup(const char *batch_id, Oid target, Datum *values, bool *isnull)
 	return true;
 }
 
-static Datum
-text_array(BatchState *b, int field)
-{
-	ArrayBuildState *a = initArrayResult(TEXTOID, CurrentMemoryContext, false);
-
-	for (int i = 0; i < b->manifest->nentries; i++)
-	{
-		ManifestEntry *e = &b->manifest->entries[i];
-		const char *s = field == 0 ? e->object_key : field == 1 ? e->version_id : e->content_hash;
-
-		accumArrayResult(a, CStringGetTextDatum(s), false, TEXTOID, CurrentMemoryContext);
-	}
-	return makeArrayResult(a, CurrentMemoryContext);
-}
-
 /*
  * An object version, once committed, cannot come back with other content:
  * that would mean the source rewrote history.
@@ -220,9 +205,9 @@ receipt_check_objects(BatchState *b)
 	Datum		args[4];
 
 	args[0] = ObjectIdGetDatum(b->target->relid);
-	args[1] = text_array(b, 0);
-	args[2] = text_array(b, 1);
-	args[3] = text_array(b, 2);
+	args[1] = manifest_array(b->manifest, MANIFEST_OBJECT_KEY);
+	args[2] = manifest_array(b->manifest, MANIFEST_VERSION_ID);
+	args[3] = manifest_array(b->manifest, MANIFEST_CONTENT_HASH);
 	state_user_enter(&su);
 	if (SPI_execute_with_args("SELECT m.object_key, m.version_id, o.content_hash, o.batch_id, m.content_hash"
 							  " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) AS m(object_key, version_id, content_hash)"
@@ -252,31 +237,39 @@ receipt_check_objects(BatchState *b)
 	}
 }
 
-/* Per-object counts, as a JSON array in object_key order. */
-static char *
-objects_json(BatchState *b)
+/*
+ * Per-object counts, as a JSON array in object_key order.  Each object is
+ * built in a context reset after it: memory holds the array's bytes only
+ * (jsonbuild.c).
+ */
+static Jsonb *
+objects_jsonb(BatchState *b)
 {
-	StringInfoData buf;
+	JsonbArrayBuilder *ab = jsonb_array_begin(b->manifest->nentries);
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile receipt object",
+											  ALLOCSET_SMALL_SIZES);
 
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '[');
 	for (int i = 0; i < b->manifest->nentries; i++)
 	{
 		ManifestEntry *e = &b->manifest->entries[i];
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+		JsonbParseState *st = NULL;
+		Jsonb	   *obj;
 
-		if (i > 0)
-			appendStringInfoChar(&buf, ',');
-		appendStringInfoString(&buf, "{\"object_key\":");
-		escape_json(&buf, e->object_key);
-		appendStringInfoString(&buf, ",\"version_id\":");
-		escape_json(&buf, e->version_id);
-		appendStringInfo(&buf, ",\"rows\":" INT64_FORMAT, b->staged_rows[i]);
+		CHECK_FOR_INTERRUPTS();
+		pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+		jsonb_push_string_field(&st, "object_key", e->object_key);
+		jsonb_push_string_field(&st, "version_id", e->version_id);
+		jsonb_push_int64_field(&st, "rows", b->staged_rows[i]);
 		for (int d = 0; d < DISP_COUNT; d++)
-			appendStringInfo(&buf, ",\"%s\":" INT64_FORMAT, disposition_names[d], b->counts[i][d]);
-		appendStringInfoChar(&buf, '}');
+			jsonb_push_int64_field(&st, disposition_names[d], b->counts[i][d]);
+		obj = JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL));
+		MemoryContextSwitchTo(old);
+		jsonb_array_add(ab, obj);
+		MemoryContextReset(cxt);
 	}
-	appendStringInfoChar(&buf, ']');
-	return buf.data;
+	MemoryContextDelete(cxt);
+	return jsonb_array_end(ab);
 }
 
 /*
@@ -302,7 +295,7 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	for (int i = 0; i < b->manifest->nentries; i++)
 		staged += b->staged_rows[i];
 	reconcile_hex(b->checksum, RECONCILE_SHA256_LEN, checksum);
-	objects = DirectFunctionCall1(jsonb_in, CStringGetDatum(objects_json(b)));
+	objects = JsonbPGetDatum(objects_jsonb(b));
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(b->batch_id);
@@ -336,17 +329,13 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 		Oid			otypes[6] = {TEXTOID, REGCLASSOID, TEXTARRAYOID, TEXTARRAYOID,
 		TEXTARRAYOID, INT8ARRAYOID};
 		Datum		oargs[6];
-		ArrayBuildState *rows = initArrayResult(INT8OID, CurrentMemoryContext, false);
 
-		for (int i = 0; i < b->manifest->nentries; i++)
-			accumArrayResult(rows, Int64GetDatum(b->manifest->entries[i].rows), false,
-							 INT8OID, CurrentMemoryContext);
 		oargs[0] = args[0];
 		oargs[1] = args[1];
-		oargs[2] = text_array(b, 0);
-		oargs[3] = text_array(b, 1);
-		oargs[4] = text_array(b, 2);
-		oargs[5] = makeArrayResult(rows, CurrentMemoryContext);
+		oargs[2] = manifest_array(b->manifest, MANIFEST_OBJECT_KEY);
+		oargs[3] = manifest_array(b->manifest, MANIFEST_VERSION_ID);
+		oargs[4] = manifest_array(b->manifest, MANIFEST_CONTENT_HASH);
+		oargs[5] = manifest_array(b->manifest, MANIFEST_ROWS);
 		if (SPI_execute_with_args("INSERT INTO reconcile.batch_objects (batch_id, target,"
 								  " object_key, version_id, content_hash, \"rows\")"
 								  " SELECT $1, $2, o.* FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6)) AS o",
