@@ -12,6 +12,8 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/toast_compression.h"
+#include "access/toast_internals.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -273,6 +275,42 @@ objects_jsonb(BatchState *b)
 }
 
 /*
+ * Insert with a generic plan: its parameters stay parameters, passed by
+ * reference, where a custom plan would copy each into a constant, and
+ * detoast it (makeConst): a large manifest's arrays and compressed
+ * documents would be copied whole, and decompressed.
+ */
+static void
+execute_generic(const char *sql, int nargs, Oid *types, Datum *args,
+				const char *nulls, const char *relname)
+{
+	SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare an insert into %s: %s", relname,
+			 SPI_result_code_string(SPI_result));
+	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not write %s", relname);
+	SPI_freeplan(plan);
+}
+
+/*
+ * A receipt's manifest and objects, compressed here as the toaster would
+ * compress them on insert: the INSERT then copies the compressed bytes into
+ * its tuple instead of the whole documents (see execute_generic), some 470
+ * bytes per object of a large manifest.
+ */
+static Datum
+compress_document(Datum value)
+{
+	Datum		compressed = toast_compress_datum(value, default_toast_compression);
+
+	if (compressed == (Datum) 0)
+		return value;
+	return compressed;
+}
+
+/*
  * Write the receipt, the objects and the cursor; fill values/isnull with
  * the receipt as reconcile_batch returns it.
  */
@@ -290,12 +328,16 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
 	TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID, JSONBOID};
 	bool		warnings_null;	/* rules.c: warn rule counts */
+	Jsonb	   *raw_objects;
 	Datum		objects;
 
 	for (int i = 0; i < b->manifest->nentries; i++)
 		staged += b->staged_rows[i];
 	reconcile_hex(b->checksum, RECONCILE_SHA256_LEN, checksum);
-	objects = JsonbPGetDatum(objects_jsonb(b));
+	raw_objects = objects_jsonb(b);
+	objects = compress_document(JsonbPGetDatum(raw_objects));
+	if (objects != JsonbPGetDatum(raw_objects))
+		pfree(raw_objects);
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(b->batch_id);
@@ -304,7 +346,7 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	nulls[2] = source ? ' ' : 'n';
 	args[3] = cursor ? CStringGetTextDatum(cursor) : (Datum) 0;
 	nulls[3] = cursor ? ' ' : 'n';
-	args[4] = JsonbPGetDatum(manifest);
+	args[4] = compress_document(JsonbPGetDatum(manifest));
 	args[5] = Int64GetDatum(staged);
 	for (int d = 0; d < DISP_COUNT; d++)
 		args[6 + d] = Int64GetDatum(b->totals[d]);
@@ -316,14 +358,13 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	nulls[18] = warnings_null ? 'n' : ' ';
 
 	state_user_enter(&su);
-	if (SPI_execute_with_args("INSERT INTO reconcile.receipts (batch_id, target, source,"
-							  " \"cursor\", manifest, staged_rows, inserted, updated, deleted,"
-							  " unchanged, stale, duplicates, conflicts, rejected, checksum,"
-							  " objects, committed_at, committed_by, warnings)"
-							  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
-							  " $13, $14, $15, $16, $17, $18, $19)",
-							  19, types, args, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not write reconcile.receipts");
+	execute_generic("INSERT INTO reconcile.receipts (batch_id, target, source,"
+					" \"cursor\", manifest, staged_rows, inserted, updated, deleted,"
+					" unchanged, stale, duplicates, conflicts, rejected, checksum,"
+					" objects, committed_at, committed_by, warnings)"
+					" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
+					" $13, $14, $15, $16, $17, $18, $19)",
+					19, types, args, nulls, "reconcile.receipts");
 
 	{
 		Oid			otypes[6] = {TEXTOID, REGCLASSOID, TEXTARRAYOID, TEXTARRAYOID,
@@ -336,11 +377,10 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 		oargs[3] = manifest_array(b->manifest, MANIFEST_VERSION_ID);
 		oargs[4] = manifest_array(b->manifest, MANIFEST_CONTENT_HASH);
 		oargs[5] = manifest_array(b->manifest, MANIFEST_ROWS);
-		if (SPI_execute_with_args("INSERT INTO reconcile.batch_objects (batch_id, target,"
-								  " object_key, version_id, content_hash, \"rows\")"
-								  " SELECT $1, $2, o.* FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6)) AS o",
-								  6, otypes, oargs, NULL, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not write reconcile.batch_objects");
+		execute_generic("INSERT INTO reconcile.batch_objects (batch_id, target,"
+						" object_key, version_id, content_hash, \"rows\")"
+						" SELECT $1, $2, o.* FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6)) AS o",
+						6, otypes, oargs, NULL, "reconcile.batch_objects");
 	}
 
 	if (source != NULL)
