@@ -8,7 +8,9 @@
  * {"object_key":...,"version_id":...,"content_hash":...,"rows":N} with
  * no blanks, joined with commas inside [ ].  Strings are escaped as JSON
  * requires and no more, which is what Python's
- * json.dumps(..., separators=(",", ":"), ensure_ascii=False) writes.
+ * json.dumps(..., separators=(",", ":"), ensure_ascii=False) writes; rows
+ * is read as an exact number and written as a plain integer (1e3 as 1000,
+ * 2.0 as 2), which the README's Python does with int().
  */
 #include "postgres.h"
 
