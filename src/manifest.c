@@ -8,7 +8,9 @@
  * {"object_key":...,"version_id":...,"content_hash":...,"rows":N} with
  * no blanks, joined with commas inside [ ].  Strings are escaped as JSON
  * requires and no more, which is what Python's
- * json.dumps(..., separators=(",", ":"), ensure_ascii=False) writes.
+ * json.dumps(..., separators=(",", ":"), ensure_ascii=False) writes; rows
+ * is read as an exact number and written as a plain integer (1e3 as 1000,
+ * 2.0 as 2), which the README's Python does with int().
  */
 #include "postgres.h"
 
@@ -16,10 +18,14 @@
 #ifdef USE_OPENSSL
 #include <openssl/evp.h>
 #endif
+#include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
+#include "utils/memutils.h"
 #include "utils/numeric.h"
 
 #include "reconcile.h"
@@ -91,24 +97,54 @@ reconcile_sha256_begin(void)
 	return ctx;
 }
 
-void
-reconcile_sha256_with(Sha256Ctx *ctx, const void *data, size_t len, uint8 *digest)
+static void
+sha256_init(Sha256Ctx *ctx)
+{
+#ifdef USE_OPENSSL
+	if (EVP_DigestInit_ex2(ctx->evp, ctx->md, NULL) != 1)
+		elog(ERROR, "could not compute SHA-256 digest");
+#else
+	if (pg_cryptohash_init(ctx->ctx) < 0)
+		elog(ERROR, "could not compute SHA-256 digest: %s",
+			 pg_cryptohash_error(ctx->ctx));
+#endif
+}
+
+static void
+sha256_update(Sha256Ctx *ctx, const void *data, size_t len)
+{
+#ifdef USE_OPENSSL
+	if (EVP_DigestUpdate(ctx->evp, data, len) != 1)
+		elog(ERROR, "could not compute SHA-256 digest");
+#else
+	if (pg_cryptohash_update(ctx->ctx, (const uint8 *) data, len) < 0)
+		elog(ERROR, "could not compute SHA-256 digest: %s",
+			 pg_cryptohash_error(ctx->ctx));
+#endif
+}
+
+static void
+sha256_final(Sha256Ctx *ctx, uint8 *digest)
 {
 #ifdef USE_OPENSSL
 	unsigned int dlen;
 
-	if (EVP_DigestInit_ex2(ctx->evp, ctx->md, NULL) != 1 ||
-		EVP_DigestUpdate(ctx->evp, data, len) != 1 ||
-		EVP_DigestFinal_ex(ctx->evp, digest, &dlen) != 1 ||
+	if (EVP_DigestFinal_ex(ctx->evp, digest, &dlen) != 1 ||
 		dlen != RECONCILE_SHA256_LEN)
 		elog(ERROR, "could not compute SHA-256 digest");
 #else
-	if (pg_cryptohash_init(ctx->ctx) < 0 ||
-		pg_cryptohash_update(ctx->ctx, (const uint8 *) data, len) < 0 ||
-		pg_cryptohash_final(ctx->ctx, digest, RECONCILE_SHA256_LEN) < 0)
+	if (pg_cryptohash_final(ctx->ctx, digest, RECONCILE_SHA256_LEN) < 0)
 		elog(ERROR, "could not compute SHA-256 digest: %s",
 			 pg_cryptohash_error(ctx->ctx));
 #endif
+}
+
+void
+reconcile_sha256_with(Sha256Ctx *ctx, const void *data, size_t len, uint8 *digest)
+{
+	sha256_init(ctx);
+	sha256_update(ctx, data, len);
+	sha256_final(ctx, digest);
 }
 
 /* Free the OpenSSL objects now rather than with the memory context. */
@@ -147,8 +183,70 @@ reconcile_hex(const uint8 *bytes, int len, char *out)
  */
 #define MANIFEST_FIELD_MAX 1024
 
+/*
+ * A manifest's size is bounded before any work is done.  The receipt keeps
+ * per-object counts as one jsonb array (reconcile.receipts.objects), and a
+ * jsonb array holds at most 256 MB of elements: about 370 bytes per object
+ * plus its object_key and version_id.  500,000 objects of at most 64 MB of
+ * object keys and version ids together stay below that, with room; the
+ * README's Limitations section states both.
+ */
+#define MANIFEST_MAX_OBJECTS 500000
+#define MANIFEST_MAX_NAME_BYTES (64 * 1024 * 1024)
+
+/* Strings longer than this are cut short in error messages. */
+#define MANIFEST_SHOW_MAX 64
+
+/*
+ * The manifest's strings, packed one after another in large blocks: a
+ * palloc'd chunk per string would add 16 bytes of header and round each up
+ * to a power of two, doubling the memory a large manifest takes.
+ */
+#define MANIFEST_ARENA_BLOCK (256 * 1024)
+
+typedef struct StringArena
+{
+	char	   *next;
+	Size		free;
+} StringArena;
+
 static char *
-entry_string(int n, const char *field, JsonbValue *v)
+arena_strdup(StringArena *arena, const char *s, int len)
+{
+	char	   *result;
+
+	if (arena->free < (Size) len + 1)
+	{
+		Size		size = Max((Size) len + 1, MANIFEST_ARENA_BLOCK);
+
+		arena->next = palloc(size);
+		arena->free = size;
+	}
+	result = arena->next;
+	memcpy(result, s, len);
+	result[len] = '\0';
+	arena->next += len + 1;
+	arena->free -= len + 1;
+	return result;
+}
+
+/* A string of the manifest for an error message, cut short if long. */
+static char *
+show(const char *s, int len)
+{
+	if (len <= MANIFEST_SHOW_MAX)
+		return pnstrdup(s, len);
+	return psprintf("%s... (%d bytes)", pnstrdup(s, pg_mbcliplen(s, len, MANIFEST_SHOW_MAX)), len);
+}
+
+typedef struct ManifestParse
+{
+	StringArena arena;
+	Size		name_bytes;		/* of object keys and version ids so far */
+} ManifestParse;
+
+static char *
+entry_string(ManifestParse *ps, int n, const char *field, JsonbValue *v)
 {
 	if (v->type != jbvString)
 		manifest_error(n, "Field \"%s\" must be a string.", field);
@@ -157,45 +255,57 @@ entry_string(int n, const char *field, JsonbValue *v)
 	if (v->val.string.len > MANIFEST_FIELD_MAX)
 		manifest_error(n, "Field \"%s\" is %d bytes long; the limit is %d bytes.",
 					   field, v->val.string.len, MANIFEST_FIELD_MAX);
-	return pnstrdup(v->val.string.val, v->val.string.len);
+	return arena_strdup(&ps->arena, v->val.string.val, v->val.string.len);
 }
 
 static int64
 entry_rows(int n, JsonbValue *v)
 {
 	char	   *text;
+	char	   *shown;
 	int64		rows;
 	char	   *end;
+	char	   *point;
 
 	if (v->type != jbvNumeric)
 		manifest_error(n, "Field \"rows\" must be a number.");
-	text = DatumGetCString(DirectFunctionCall1(numeric_out,
-											   NumericGetDatum(v->val.numeric)));
+
 	/*
 	 * numeric_out writes 1e3 as 1000 and 2.0 as 2.0: an integral value has
-	 * only zeros after its point.
+	 * only zeros after its point.  The value is exact (jsonb keeps numbers
+	 * as numeric), so 2.0000000000000001 is not an integer.
 	 */
+	text = DatumGetCString(DirectFunctionCall1(numeric_out,
+											   NumericGetDatum(v->val.numeric)));
+	shown = show(text, strlen(text));
 	if (text[0] == '-')
-		manifest_error(n, "Field \"rows\" must not be negative, but is %s.", text);
-	{
-		char	   *point = strchr(text, '.');
-
-		if (point != NULL && strspn(point + 1, "0") == strlen(point + 1))
-			*point = '\0';
-	}
+		manifest_error(n, "Field \"rows\" must not be negative, but is %s.", shown);
+	point = strchr(text, '.');
+	if (point != NULL && strspn(point + 1, "0") == strlen(point + 1))
+		*point = '\0';
 	if (strspn(text, "0123456789") != strlen(text))
-		manifest_error(n, "Field \"rows\" must be an integer, but is %s.", text);
+		manifest_error(n, "Field \"rows\" must be an integer, but is %s.", shown);
 	errno = 0;
 	rows = strtoi64(text, &end, 10);
 	if (errno != 0 || *end != '\0')
-		manifest_error(n, "Field \"rows\" is out of range: %s.", text);
+		manifest_error(n, "Field \"rows\" is out of range: %s.", shown);
+	pfree(text);
+	pfree(shown);
 	return rows;
 }
 
+static bool
+is_field(JsonbValue *key, const char *name)
+{
+	return key->val.string.len == strlen(name) &&
+		memcmp(key->val.string.val, name, key->val.string.len) == 0;
+}
+
 static void
-parse_entry(int n, JsonbValue *elem, ManifestEntry *entry)
+parse_entry(ManifestParse *ps, int n, JsonbValue *elem, ManifestEntry *entry)
 {
 	JsonbIterator *it;
+	JsonbValue	k;
 	JsonbValue	v;
 	JsonbIteratorToken tok;
 	bool		have_rows = false;
@@ -205,29 +315,33 @@ parse_entry(int n, JsonbValue *elem, ManifestEntry *entry)
 
 	memset(entry, 0, sizeof(*entry));
 	it = JsonbIteratorInit(elem->val.binary.data);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
 	{
-		char	   *field;
-
 		if (tok != WJB_KEY)
 			continue;
-		field = pnstrdup(v.val.string.val, v.val.string.len);
 		tok = JsonbIteratorNext(&it, &v, true);
 		Assert(tok == WJB_VALUE);
 
-		if (strcmp(field, "object_key") == 0)
-			entry->object_key = entry_string(n, field, &v);
-		else if (strcmp(field, "version_id") == 0)
-			entry->version_id = entry_string(n, field, &v);
-		else if (strcmp(field, "content_hash") == 0)
-			entry->content_hash = entry_string(n, field, &v);
-		else if (strcmp(field, "rows") == 0)
+		if (is_field(&k, "object_key"))
+		{
+			entry->object_key = entry_string(ps, n, "object_key", &v);
+			ps->name_bytes += v.val.string.len;
+		}
+		else if (is_field(&k, "version_id"))
+		{
+			entry->version_id = entry_string(ps, n, "version_id", &v);
+			ps->name_bytes += v.val.string.len;
+		}
+		else if (is_field(&k, "content_hash"))
+			entry->content_hash = entry_string(ps, n, "content_hash", &v);
+		else if (is_field(&k, "rows"))
 		{
 			entry->rows = entry_rows(n, &v);
 			have_rows = true;
 		}
 		else
-			manifest_error(n, "Field \"%s\" is not a manifest field.", field);
+			manifest_error(n, "Field \"%s\" is not a manifest field.",
+						   show(k.val.string.val, k.val.string.len));
 	}
 
 	if (entry->object_key == NULL)
@@ -241,6 +355,14 @@ parse_entry(int n, JsonbValue *elem, ManifestEntry *entry)
 	if (!have_rows)
 		manifest_error(n, "Field \"rows\" is missing in object \"%s\".",
 					   entry->object_key);
+	if (ps->name_bytes > MANIFEST_MAX_NAME_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("manifest is too large: its object keys and version ids exceed %d MB at entry %d",
+						MANIFEST_MAX_NAME_BYTES / (1024 * 1024), n),
+				 errdetail("A batch's object keys and version ids may take %d MB together.",
+						   MANIFEST_MAX_NAME_BYTES / (1024 * 1024)),
+				 errhint("Split the objects into several batches, each with a manifest of its own.")));
 }
 
 static int
@@ -251,17 +373,58 @@ compare_entries(const void *a, const void *b)
 }
 
 /*
+ * Write the canonical form of the sorted entries.  With a digest context,
+ * the text is digested a piece at a time and not kept; without, it is
+ * left whole in buf.
+ */
+#define CANONICAL_PIECE (64 * 1024)
+
+static void
+write_canonical(const Manifest *m, StringInfo buf, Sha256Ctx *sha)
+{
+	appendStringInfoChar(buf, '[');
+	for (int i = 0; i < m->nentries; i++)
+	{
+		ManifestEntry *e = &m->entries[i];
+
+		if (i > 0)
+			appendStringInfoChar(buf, ',');
+		appendStringInfoString(buf, "{\"object_key\":");
+		escape_json(buf, e->object_key);
+		appendStringInfoString(buf, ",\"version_id\":");
+		escape_json(buf, e->version_id);
+		appendStringInfoString(buf, ",\"content_hash\":");
+		escape_json(buf, e->content_hash);
+		appendStringInfo(buf, ",\"rows\":" INT64_FORMAT "}", e->rows);
+		if (sha != NULL && buf->len >= CANONICAL_PIECE)
+		{
+			sha256_update(sha, buf->data, buf->len);
+			resetStringInfo(buf);
+		}
+	}
+	appendStringInfoChar(buf, ']');
+	if (sha != NULL)
+	{
+		sha256_update(sha, buf->data, buf->len);
+		resetStringInfo(buf);
+	}
+}
+
+/*
  * Parse and validate a manifest; the entries come back sorted by
- * object_key, with the canonical text and the batch id filled in.
+ * object_key, with the batch id filled in.  Memory: the entries and their
+ * strings, some 40 bytes per entry besides the strings.
  */
 Manifest *
 manifest_parse(Jsonb *jb)
 {
 	Manifest   *m = palloc0(sizeof(Manifest));
+	ManifestParse	ps = {{NULL, 0}, 0};
 	JsonbIterator *it;
 	JsonbValue	v;
 	JsonbIteratorToken tok;
 	StringInfoData buf;
+	Sha256Ctx  *sha;
 	uint8		digest[RECONCILE_SHA256_LEN];
 	int			n = 0;
 
@@ -277,6 +440,12 @@ manifest_parse(Jsonb *jb)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("manifest has no entries"),
 				 errhint("A batch loads at least one object.")));
+	if (m->nentries > MANIFEST_MAX_OBJECTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("manifest has %d entries; a batch loads at most %d objects",
+						m->nentries, MANIFEST_MAX_OBJECTS),
+				 errhint("Split the objects into several batches, each with a manifest of its own.")));
 	m->entries = palloc0(sizeof(ManifestEntry) * m->nentries);
 
 	it = JsonbIteratorInit(&jb->root);
@@ -285,7 +454,7 @@ manifest_parse(Jsonb *jb)
 		if (tok != WJB_ELEM)
 			continue;
 		CHECK_FOR_INTERRUPTS();
-		parse_entry(n + 1, &v, &m->entries[n]);
+		parse_entry(&ps, n + 1, &v, &m->entries[n]);
 		n++;
 	}
 	Assert(n == m->nentries);
@@ -300,27 +469,82 @@ manifest_parse(Jsonb *jb)
 					 errhint("A batch loads each object once; list one version of it.")));
 
 	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '[');
-	for (int i = 0; i < m->nentries; i++)
-	{
-		ManifestEntry *e = &m->entries[i];
-
-		if (i > 0)
-			appendStringInfoChar(&buf, ',');
-		appendStringInfoString(&buf, "{\"object_key\":");
-		escape_json(&buf, e->object_key);
-		appendStringInfoString(&buf, ",\"version_id\":");
-		escape_json(&buf, e->version_id);
-		appendStringInfoString(&buf, ",\"content_hash\":");
-		escape_json(&buf, e->content_hash);
-		appendStringInfo(&buf, ",\"rows\":" INT64_FORMAT "}", e->rows);
-	}
-	appendStringInfoChar(&buf, ']');
-	m->canonical = buf.data;
-
-	reconcile_sha256(buf.data, buf.len, digest);
+	sha = reconcile_sha256_begin();
+	sha256_init(sha);
+	write_canonical(m, &buf, sha);
+	sha256_final(sha, digest);
+	reconcile_sha256_end(sha);
+	pfree(buf.data);
 	reconcile_hex(digest, RECONCILE_SHA256_LEN, m->batch_id);
 	return m;
+}
+
+/*
+ * One field of the sorted entries as an array (text[], or int8[] for
+ * rows), made once and kept with the manifest: the batch's queries take the
+ * manifest as arrays.  The text[] is laid out directly, as construct_array
+ * would lay it out, rather than from a text datum per string that
+ * construct_array would copy again.
+ */
+Datum
+manifest_array(Manifest *m, ManifestField field)
+{
+	MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(m));
+
+	if (m->arrays[field] != (Datum) 0)
+		;
+	else if (field == MANIFEST_ROWS)
+	{
+		Datum	   *rows = palloc(sizeof(Datum) * Max(m->nentries, 1));
+
+		for (int i = 0; i < m->nentries; i++)
+			rows[i] = Int64GetDatum(m->entries[i].rows);
+		m->arrays[field] = PointerGetDatum(construct_array(rows, m->nentries, INT8OID,
+														   sizeof(int64), FLOAT8PASSBYVAL,
+														   TYPALIGN_DOUBLE));
+		pfree(rows);
+	}
+	else
+	{
+		Size		size = ARR_OVERHEAD_NONULLS(1);
+		ArrayType  *a;
+		char	   *p;
+
+		for (int i = 0; i < m->nentries; i++)
+		{
+			ManifestEntry *e = &m->entries[i];
+			const char *s = field == MANIFEST_OBJECT_KEY ? e->object_key :
+				field == MANIFEST_VERSION_ID ? e->version_id : e->content_hash;
+
+			size += INTALIGN(VARHDRSZ + strlen(s));
+		}
+		if (!AllocSizeIsValid(size))
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("array size exceeds the maximum allowed (%d)", (int) MaxAllocSize)));
+		a = palloc0(size);
+		SET_VARSIZE(a, size);
+		a->ndim = 1;
+		a->dataoffset = 0;
+		a->elemtype = TEXTOID;
+		ARR_DIMS(a)[0] = m->nentries;
+		ARR_LBOUND(a)[0] = 1;
+		p = ARR_DATA_PTR(a);
+		for (int i = 0; i < m->nentries; i++)
+		{
+			ManifestEntry *e = &m->entries[i];
+			const char *s = field == MANIFEST_OBJECT_KEY ? e->object_key :
+				field == MANIFEST_VERSION_ID ? e->version_id : e->content_hash;
+			int			len = strlen(s);
+
+			SET_VARSIZE(p, VARHDRSZ + len);
+			memcpy(VARDATA(p), s, len);
+			p += INTALIGN(VARHDRSZ + len);
+		}
+		m->arrays[field] = PointerGetDatum(a);
+	}
+	MemoryContextSwitchTo(old);
+	return m->arrays[field];
 }
 
 /* Index of an object in the manifest's sorted entries, or -1. */
@@ -364,5 +588,9 @@ reconcile_batch_id(PG_FUNCTION_ARGS)
 Datum
 reconcile_canonical_manifest(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_TEXT_P(cstring_to_text(manifest_from_arg(fcinfo)->canonical));
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	write_canonical(manifest_from_arg(fcinfo), &buf, NULL);
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
 }

@@ -13,6 +13,10 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/toast_compression.h"
+#include "access/toast_internals.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -192,21 +196,6 @@ receipt_lookup(const char *batch_id, Oid target, Datum *values, bool *isnull)
 	return true;
 }
 
-static Datum
-text_array(BatchState *b, int field)
-{
-	ArrayBuildState *a = initArrayResult(TEXTOID, CurrentMemoryContext, false);
-
-	for (int i = 0; i < b->manifest->nentries; i++)
-	{
-		ManifestEntry *e = &b->manifest->entries[i];
-		const char *s = field == 0 ? e->object_key : field == 1 ? e->version_id : e->content_hash;
-
-		accumArrayResult(a, CStringGetTextDatum(s), false, TEXTOID, CurrentMemoryContext);
-	}
-	return makeArrayResult(a, CurrentMemoryContext);
-}
-
 /*
  * An object version, once committed, cannot come back with other content:
  * that would mean the source rewrote history.
@@ -219,9 +208,9 @@ receipt_check_objects(BatchState *b)
 	Datum		args[4];
 
 	args[0] = ObjectIdGetDatum(b->target->relid);
-	args[1] = text_array(b, 0);
-	args[2] = text_array(b, 1);
-	args[3] = text_array(b, 2);
+	args[1] = manifest_array(b->manifest, MANIFEST_OBJECT_KEY);
+	args[2] = manifest_array(b->manifest, MANIFEST_VERSION_ID);
+	args[3] = manifest_array(b->manifest, MANIFEST_CONTENT_HASH);
 	state_user_enter(&su);
 	if (SPI_execute_with_args("SELECT m.object_key, m.version_id, o.content_hash, o.batch_id, m.content_hash"
 							  " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) AS m(object_key, version_id, content_hash)"
@@ -251,31 +240,75 @@ receipt_check_objects(BatchState *b)
 	}
 }
 
-/* Per-object counts, as a JSON array in object_key order. */
-static char *
-objects_json(BatchState *b)
+/*
+ * Per-object counts, as a JSON array in object_key order.  Each object is
+ * built in a context reset after it: memory holds the array's bytes only
+ * (jsonbuild.c).
+ */
+static Jsonb *
+objects_jsonb(BatchState *b)
 {
-	StringInfoData buf;
+	JsonbArrayBuilder *ab = jsonb_array_begin(b->manifest->nentries);
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile receipt object",
+											  ALLOCSET_SMALL_SIZES);
 
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '[');
 	for (int i = 0; i < b->manifest->nentries; i++)
 	{
 		ManifestEntry *e = &b->manifest->entries[i];
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+		JsonbParseState *st = NULL;
+		Jsonb	   *obj;
 
-		if (i > 0)
-			appendStringInfoChar(&buf, ',');
-		appendStringInfoString(&buf, "{\"object_key\":");
-		escape_json(&buf, e->object_key);
-		appendStringInfoString(&buf, ",\"version_id\":");
-		escape_json(&buf, e->version_id);
-		appendStringInfo(&buf, ",\"rows\":" INT64_FORMAT, b->staged_rows[i]);
+		CHECK_FOR_INTERRUPTS();
+		pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+		jsonb_push_string_field(&st, "object_key", e->object_key);
+		jsonb_push_string_field(&st, "version_id", e->version_id);
+		jsonb_push_int64_field(&st, "rows", b->staged_rows[i]);
 		for (int d = 0; d < DISP_COUNT; d++)
-			appendStringInfo(&buf, ",\"%s\":" INT64_FORMAT, disposition_names[d], b->counts[i][d]);
-		appendStringInfoChar(&buf, '}');
+			jsonb_push_int64_field(&st, disposition_names[d], b->counts[i][d]);
+		obj = JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL));
+		MemoryContextSwitchTo(old);
+		jsonb_array_add(ab, obj);
+		MemoryContextReset(cxt);
 	}
-	appendStringInfoChar(&buf, ']');
-	return buf.data;
+	MemoryContextDelete(cxt);
+	return jsonb_array_end(ab);
+}
+
+/*
+ * Insert with a generic plan: its parameters stay parameters, passed by
+ * reference, where a custom plan would copy each into a constant, and
+ * detoast it (makeConst): a large manifest's arrays and compressed
+ * documents would be copied whole, and decompressed.
+ */
+static void
+execute_generic(const char *sql, int nargs, Oid *types, Datum *args,
+				const char *nulls, const char *relname)
+{
+	SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare an insert into %s: %s", relname,
+			 SPI_result_code_string(SPI_result));
+	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not write %s", relname);
+	SPI_freeplan(plan);
+}
+
+/*
+ * A receipt's manifest and objects, compressed here as the toaster would
+ * compress them on insert: the INSERT then copies the compressed bytes into
+ * its tuple instead of the whole documents (see execute_generic), some 470
+ * bytes per object of a large manifest.
+ */
+static Datum
+compress_document(Datum value)
+{
+	Datum		compressed = toast_compress_datum(value, default_toast_compression);
+
+	if (compressed == (Datum) 0)
+		return value;
+	return compressed;
 }
 
 /*
@@ -296,12 +329,16 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
 	TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID, JSONBOID};
 	bool		warnings_null;	/* rules.c: warn rule counts */
+	Jsonb	   *raw_objects;
 	Datum		objects;
 
 	for (int i = 0; i < b->manifest->nentries; i++)
 		staged += b->staged_rows[i];
 	reconcile_hex(b->checksum, RECONCILE_SHA256_LEN, checksum);
-	objects = DirectFunctionCall1(jsonb_in, CStringGetDatum(objects_json(b)));
+	raw_objects = objects_jsonb(b);
+	objects = compress_document(JsonbPGetDatum(raw_objects));
+	if (objects != JsonbPGetDatum(raw_objects))
+		pfree(raw_objects);
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(b->batch_id);
@@ -310,7 +347,7 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	nulls[2] = source ? ' ' : 'n';
 	args[3] = cursor ? CStringGetTextDatum(cursor) : (Datum) 0;
 	nulls[3] = cursor ? ' ' : 'n';
-	args[4] = JsonbPGetDatum(manifest);
+	args[4] = compress_document(JsonbPGetDatum(manifest));
 	args[5] = Int64GetDatum(staged);
 	for (int d = 0; d < DISP_COUNT; d++)
 		args[6 + d] = Int64GetDatum(b->totals[d]);
@@ -322,35 +359,29 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	nulls[18] = warnings_null ? 'n' : ' ';
 
 	state_user_enter(&su);
-	if (SPI_execute_with_args("INSERT INTO reconcile.receipts (batch_id, target, source,"
-							  " \"cursor\", manifest, staged_rows, inserted, updated, deleted,"
-							  " unchanged, stale, duplicates, conflicts, rejected, checksum,"
-							  " objects, committed_at, committed_by, warnings)"
-							  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
-							  " $13, $14, $15, $16, $17, $18, $19)",
-							  19, types, args, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not write reconcile.receipts");
+	execute_generic("INSERT INTO reconcile.receipts (batch_id, target, source,"
+					" \"cursor\", manifest, staged_rows, inserted, updated, deleted,"
+					" unchanged, stale, duplicates, conflicts, rejected, checksum,"
+					" objects, committed_at, committed_by, warnings)"
+					" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
+					" $13, $14, $15, $16, $17, $18, $19)",
+					19, types, args, nulls, "reconcile.receipts");
 
 	{
 		Oid			otypes[6] = {TEXTOID, REGCLASSOID, TEXTARRAYOID, TEXTARRAYOID,
 		TEXTARRAYOID, INT8ARRAYOID};
 		Datum		oargs[6];
-		ArrayBuildState *rows = initArrayResult(INT8OID, CurrentMemoryContext, false);
 
-		for (int i = 0; i < b->manifest->nentries; i++)
-			accumArrayResult(rows, Int64GetDatum(b->manifest->entries[i].rows), false,
-							 INT8OID, CurrentMemoryContext);
 		oargs[0] = args[0];
 		oargs[1] = args[1];
-		oargs[2] = text_array(b, 0);
-		oargs[3] = text_array(b, 1);
-		oargs[4] = text_array(b, 2);
-		oargs[5] = makeArrayResult(rows, CurrentMemoryContext);
-		if (SPI_execute_with_args("INSERT INTO reconcile.batch_objects (batch_id, target,"
-								  " object_key, version_id, content_hash, \"rows\")"
-								  " SELECT $1, $2, o.* FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6)) AS o",
-								  6, otypes, oargs, NULL, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not write reconcile.batch_objects");
+		oargs[2] = manifest_array(b->manifest, MANIFEST_OBJECT_KEY);
+		oargs[3] = manifest_array(b->manifest, MANIFEST_VERSION_ID);
+		oargs[4] = manifest_array(b->manifest, MANIFEST_CONTENT_HASH);
+		oargs[5] = manifest_array(b->manifest, MANIFEST_ROWS);
+		execute_generic("INSERT INTO reconcile.batch_objects (batch_id, target,"
+						" object_key, version_id, content_hash, \"rows\")"
+						" SELECT $1, $2, o.* FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6)) AS o",
+						6, otypes, oargs, NULL, "reconcile.batch_objects");
 	}
 
 	if (source != NULL)

@@ -35,16 +35,26 @@ typedef struct ManifestEntry
 	int64		rows;
 } ManifestEntry;
 
+typedef enum ManifestField
+{
+	MANIFEST_OBJECT_KEY,
+	MANIFEST_VERSION_ID,
+	MANIFEST_CONTENT_HASH,
+	MANIFEST_ROWS,
+	MANIFEST_NFIELDS
+} ManifestField;
+
 typedef struct Manifest
 {
 	int			nentries;
 	ManifestEntry *entries;		/* sorted by object_key, bytewise */
-	char	   *canonical;		/* the canonical JSON text */
 	char		batch_id[RECONCILE_HEX_LEN + 1];
+	Datum		arrays[MANIFEST_NFIELDS];	/* manifest_array(), made once */
 } Manifest;
 
 extern Manifest *manifest_parse(Jsonb *manifest);
 extern int	manifest_find(const Manifest *manifest, const char *object_key);
+extern Datum manifest_array(Manifest *manifest, ManifestField field);
 extern void reconcile_sha256(const void *data, size_t len, uint8 *digest);
 typedef struct Sha256Ctx Sha256Ctx;
 extern Sha256Ctx *reconcile_sha256_begin(void);
@@ -52,6 +62,16 @@ extern void reconcile_sha256_with(Sha256Ctx *ctx, const void *data,
 								  size_t len, uint8 *digest);
 extern void reconcile_sha256_end(Sha256Ctx *ctx);
 extern void reconcile_hex(const uint8 *bytes, int len, char *out);
+
+/* ---- jsonbuild.c ---- */
+
+extern void jsonb_push_key(JsonbParseState **st, const char *key);
+extern void jsonb_push_string_field(JsonbParseState **st, const char *key, const char *value);
+extern void jsonb_push_int64_field(JsonbParseState **st, const char *key, int64 value);
+typedef struct JsonbArrayBuilder JsonbArrayBuilder;
+extern JsonbArrayBuilder *jsonb_array_begin(int nelems);
+extern void jsonb_array_add(JsonbArrayBuilder *ab, const Jsonb *elem);
+extern Jsonb *jsonb_array_end(JsonbArrayBuilder *ab);
 
 /* ---- target.c ---- */
 

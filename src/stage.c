@@ -801,15 +801,7 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 	r->owner = CurrentResourceOwner;
 
 	/* Made once: a parallel read runs the query once per chunk. */
-	{
-		Manifest   *m = b->manifest;
-		ArrayBuildState *keys = initArrayResult(TEXTOID, CurrentMemoryContext, false);
-
-		for (int i = 0; i < m->nentries; i++)
-			keys = accumArrayResult(keys, CStringGetTextDatum(m->entries[i].object_key),
-									false, TEXTOID, CurrentMemoryContext);
-		r->object_keys = makeArrayResult(keys, CurrentMemoryContext);
-	}
+	r->object_keys = manifest_array(b->manifest, MANIFEST_OBJECT_KEY);
 }
 
 /*

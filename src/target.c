@@ -30,6 +30,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
@@ -87,6 +88,38 @@ check_not_null_arg(FunctionCallInfo fcinfo, int argno, const char *name)
 				 errmsg("argument %s must not be null", name)));
 }
 
+/*
+ * Whether reading a text form into the type runs built-in code only, which
+ * parses, pallocs and raises plain errors (stage.c: input_value catches
+ * them without a subtransaction): a base type with a built-in input
+ * function, or an array of such.  array_in, record_in and range_in are
+ * built-in too, but call their element's input function, which may be a
+ * domain's CHECK calling any function, and record_in holds a TupleDesc
+ * reference: they count only as their elements do, and composites, ranges,
+ * multiranges, domains and enums never.
+ */
+static bool
+input_is_builtin(Oid typid)
+{
+	HeapTuple	tup;
+	Form_pg_type typ;
+	bool		result;
+
+	check_stack_depth();
+	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for type %u", typid);
+	typ = (Form_pg_type) GETSTRUCT(tup);
+	if (typ->typtype != TYPTYPE_BASE || typ->typinput >= FirstGenbkiObjectId)
+		result = false;
+	else if (IsTrueArrayType(typ))
+		result = input_is_builtin(typ->typelem);
+	else
+		result = true;
+	ReleaseSysCache(tup);
+	return result;
+}
+
 /* The input and output functions of a column's type. */
 static void
 column_type_io(TargetColumn *col)
@@ -99,9 +132,7 @@ column_type_io(TargetColumn *col)
 	fmgr_info(infunc, &col->in);
 	getTypeOutputInfo(col->typid, &outfunc, &varlena);
 	fmgr_info(outfunc, &col->out);
-	/* Built-in input functions of base types only raise plain errors. */
-	col->catch_directly = infunc < FirstGenbkiObjectId &&
-		get_typtype(col->typid) != TYPTYPE_DOMAIN;
+	col->catch_directly = input_is_builtin(col->typid);
 }
 
 /* Look a column of the target up by name; it must be a plain column. */

@@ -1,0 +1,126 @@
+/*
+ * jsonbuild.c
+ *		JSON values built through pushJsonbValue, never as text reparsed by
+ *		jsonb_in: fields of objects, and arrays of very many elements.
+ *
+ * pushJsonbValue holds the whole value as a tree of JsonbValues until it
+ * is converted, some 1.5 kB per element of an array of small objects.  A
+ * receipt's objects hold one element per manifest entry, hundreds of
+ * thousands of them, so JsonbArrayBuilder converts each element on its own
+ * (built with pushJsonbValue, in a context the caller resets) and appends
+ * its bytes to the array: memory holds the finished jsonb, not a tree.
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+
+#include "reconcile.h"
+
+void
+jsonb_push_key(JsonbParseState **st, const char *key)
+{
+	JsonbValue	v;
+
+	v.type = jbvString;
+	v.val.string.val = (char *) key;
+	v.val.string.len = strlen(key);
+	pushJsonbValue(st, WJB_KEY, &v);
+}
+
+void
+jsonb_push_string_field(JsonbParseState **st, const char *key, const char *value)
+{
+	JsonbValue	v;
+
+	jsonb_push_key(st, key);
+	v.type = jbvString;
+	v.val.string.val = (char *) value;
+	v.val.string.len = strlen(value);
+	pushJsonbValue(st, WJB_VALUE, &v);
+}
+
+void
+jsonb_push_int64_field(JsonbParseState **st, const char *key, int64 value)
+{
+	JsonbValue	v;
+
+	jsonb_push_key(st, key);
+	v.type = jbvNumeric;
+	v.val.numeric = int64_to_numeric(value);
+	pushJsonbValue(st, WJB_VALUE, &v);
+}
+
+/*
+ * The array is laid out as PostgreSQL's convertJsonbArray() lays it out
+ * (jsonb_util.c): a varlena header, the container header, one JEntry per
+ * element, then each element's container bytes, aligned to 4 bytes; every
+ * JB_OFFSET_STRIDE'th JEntry holds the end offset instead of the length.
+ */
+struct JsonbArrayBuilder
+{
+	StringInfoData buf;
+	int			nelems;
+	int			added;
+	int			jentries;		/* offset of the first JEntry in buf */
+	uint32		totallen;		/* element bytes so far, padding included */
+};
+
+JsonbArrayBuilder *
+jsonb_array_begin(int nelems)
+{
+	JsonbArrayBuilder *ab = palloc0(sizeof(JsonbArrayBuilder));
+	uint32		header = (uint32) nelems | JB_FARRAY;
+
+	if (nelems < 0 || nelems > JB_CMASK)
+		elog(ERROR, "invalid number of jsonb array elements: %d", nelems);
+	ab->nelems = nelems;
+	initStringInfo(&ab->buf);
+	appendStringInfoSpaces(&ab->buf, VARHDRSZ);
+	appendBinaryStringInfo(&ab->buf, (char *) &header, sizeof(uint32));
+	ab->jentries = ab->buf.len;
+	enlargeStringInfo(&ab->buf, sizeof(JEntry) * nelems);
+	ab->buf.len += sizeof(JEntry) * nelems;
+	return ab;
+}
+
+/* Append an element: a jsonb object or array (not a scalar). */
+void
+jsonb_array_add(JsonbArrayBuilder *ab, const Jsonb *elem)
+{
+	int			start = ab->buf.len;
+	int			padding = INTALIGN(start) - start;
+	uint32		len = VARSIZE(elem) - VARHDRSZ;
+	JEntry		meta;
+
+	if (JB_ROOT_IS_SCALAR(elem) || ab->added >= ab->nelems)
+		elog(ERROR, "invalid jsonb array element");
+	if ((uint64) ab->totallen + padding + len > JENTRY_OFFLENMASK)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("total size of jsonb array elements exceeds the maximum of %u bytes",
+						JENTRY_OFFLENMASK)));
+	appendStringInfoSpaces(&ab->buf, padding);
+	memset(ab->buf.data + start, 0, padding);
+	appendBinaryStringInfo(&ab->buf, (const char *) &elem->root, len);
+	ab->totallen += padding + len;
+	if (ab->added % JB_OFFSET_STRIDE == 0)
+		meta = JENTRY_ISCONTAINER | JENTRY_HAS_OFF | ab->totallen;
+	else
+		meta = JENTRY_ISCONTAINER | (padding + len);
+	memcpy(ab->buf.data + ab->jentries + sizeof(JEntry) * ab->added, &meta, sizeof(JEntry));
+	ab->added++;
+}
+
+Jsonb *
+jsonb_array_end(JsonbArrayBuilder *ab)
+{
+	Jsonb	   *result = (Jsonb *) ab->buf.data;
+
+	if (ab->added != ab->nelems)
+		elog(ERROR, "jsonb array has %d of its %d elements", ab->added, ab->nelems);
+	SET_VARSIZE(result, ab->buf.len);
+	pfree(ab);
+	return result;
+}
