@@ -177,6 +177,38 @@ SELECT rule, status, detail FROM reconcile_check(
     '{"dataset_checks": [{"name": "commented", "sql": "SELECT 1 -- {{TABLE}}"}]}');
 DROP TABLE "t
 ) AS v; SELECT public.sec_pwn(); SELECT v FROM (SELECT 1 --";
+-- A name that keeps the check one SELECT but adds a UNION arm, through a
+-- line comment, a block comment and a string literal: a placeholder there
+-- is not code and stays as written, so the name never enters the comment.
+CREATE TABLE "u
+UNION SELECT public.sec_pwn()::int --" (id int);
+INSERT INTO "u
+UNION SELECT public.sec_pwn()::int --" VALUES (1);
+CREATE TABLE "*/ UNION SELECT public.sec_pwn()::int FROM (SELECT -1 id)x /*" (id int);
+INSERT INTO "*/ UNION SELECT public.sec_pwn()::int FROM (SELECT -1 id)x /*" VALUES (1);
+SELECT rule, status, invalid_rows, detail FROM reconcile_check(
+    (SELECT oid FROM pg_class WHERE relname LIKE 'u%UNION%'),
+    '{"dataset_checks": [{"name": "line", "sql": "SELECT id FROM {{TABLE}} WHERE id < 0 -- ids in {{TABLE}} are >= 0"},
+                         {"name": "literal", "sql": "SELECT id FROM {{TABLE}} WHERE id < 0 AND ''{{TABLE}}'' <> ''''"}]}');
+SELECT reconcile_check_report(
+    (SELECT oid FROM pg_class WHERE relname LIKE '*/ UNION%'),
+    '{"dataset_checks": [{"name": "block", "sql": "SELECT id FROM {{TABLE}} /* checks {{TABLE}} */ WHERE id < 0"}]}')
+    -> 'rules' -> 0 -> 'status' AS block_status;
+-- A column named {{TABLE}}: a quoted identifier is not a placeholder, so
+-- discovery's proposals over it read the column, not the table's name.
+CREATE TABLE "x FROM public.accounts UNION SELECT public.sec_pwn()::int --" ("{{TABLE}}" int);
+INSERT INTO "x FROM public.accounts UNION SELECT public.sec_pwn()::int --"
+SELECT i FROM generate_series(1, 50) AS i;
+SELECT rule, status FROM reconcile_check(
+    (SELECT oid FROM pg_class WHERE relname LIKE 'x FROM%'),
+    reconcile_discover_rules((SELECT oid FROM pg_class WHERE relname LIKE 'x FROM%')))
+ORDER BY rule;
+SELECT rule, status, invalid_rows FROM reconcile_check(
+    (SELECT oid FROM pg_class WHERE relname LIKE 'x FROM%'),
+    '{"dataset_checks": [{"name": "quoted", "sql": "SELECT \"{{TABLE}}\" FROM {{TABLE}} WHERE \"{{TABLE}}\" > 49"}]}');
+DROP TABLE "u
+UNION SELECT public.sec_pwn()::int --", "*/ UNION SELECT public.sec_pwn()::int FROM (SELECT -1 id)x /*",
+    "x FROM public.accounts UNION SELECT public.sec_pwn()::int --";
 SELECT reconcile_check_report(
     (SELECT oid FROM pg_class WHERE relname LIKE 'nl%' AND relnamespace = 'public'::regnamespace),
     '{"dataset_checks": [{"name": "dups", "sql": "SELECT id, count(*) FROM {{TABLE}} GROUP BY id HAVING count(*) > 1"}]}') -> 'rules' -> 0 -> 'sample';

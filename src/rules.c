@@ -25,7 +25,9 @@
 #include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
 #include "optimizer/optimizer.h"
+#include "common/keywords.h"
 #include "parser/parser.h"
+#include "parser/scanner.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
@@ -318,6 +320,25 @@ unsafe_node_walker(Node *node, SafetyContext *cxt)
 	return raw_expression_tree_walker(node, unsafe_node_walker, (void *) cxt);
 }
 
+/* Turn the parser's or scanner's error into one that names the rule. */
+static void
+refuse_unparsable(Rule *r, MemoryContext cxt)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	ereport(ERROR,
+			(errcode(ERRCODE_SYNTAX_ERROR),
+			 errmsg("%s \"%s\" does not parse",
+					r->severity == RULE_DATASET ? "dataset check" : "rule", r->name),
+			 errdetail("%s", edata->message),
+			 errhint(r->severity == RULE_DATASET ?
+					 "A dataset check is exactly one SELECT statement." :
+					 "A row rule is exactly one SQL boolean expression over the relation's columns.")));
+}
+
 static List *
 parse_rule_text(Rule *r, const char *sql)
 {
@@ -330,19 +351,7 @@ parse_rule_text(Rule *r, const char *sql)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		ereport(ERROR,
-				(errcode(ERRCODE_SYNTAX_ERROR),
-				 errmsg("%s \"%s\" does not parse",
-						r->severity == RULE_DATASET ? "dataset check" : "rule", r->name),
-				 errdetail("%s", edata->message),
-				 errhint(r->severity == RULE_DATASET ?
-						 "A dataset check is exactly one SELECT statement." :
-						 "A row rule is exactly one SQL boolean expression over the relation's columns.")));
+		refuse_unparsable(r, cxt);
 	}
 	PG_END_TRY();
 	return parsed;
@@ -394,29 +403,56 @@ check_row_rule(Rule *r)
 		refuse_rule(r, cxt.why);
 }
 
-/* Replace {{TABLE}} and {{DATAFRAME}} by the given (quoted) name. */
+/*
+ * Replace {{TABLE}} and {{DATAFRAME}} by the given (quoted) name where they
+ * stand as code.  The core scanner finds them, the way pg_stat_statements
+ * finds constants: an occurrence inside a comment, a string literal or a
+ * quoted identifier is not a token of its own and stays as written.  A name
+ * may hold anything, a newline or a comment's end included, so substituted
+ * into a comment or a literal it could end it and change the one statement
+ * that runs; substituted where the scanner sees code, it is one quoted name.
+ */
 static char *
-substitute_table(const char *sql, const char *table)
+substitute_table(Rule *r, const char *sql, const char *table)
 {
+	MemoryContext cxt = CurrentMemoryContext;
 	StringInfoData buf;
-	const char *p = sql;
+	volatile int copied = 0;	/* bytes of sql already in buf */
 
 	initStringInfo(&buf);
-	while (*p)
+	PG_TRY();
 	{
-		if (strncmp(p, "{{TABLE}}", 9) == 0)
+		core_yy_extra_type yyextra;
+		core_yyscan_t yyscanner = scanner_init(sql, &yyextra, &ScanKeywords,
+											   ScanKeywordTokens);
+		core_YYSTYPE yylval;
+		YYLTYPE		yylloc;
+		int			token;
+
+		while ((token = core_yylex(&yylval, &yylloc, yyscanner)) != 0)
 		{
+			int			len;
+
+			if (token != '{' || yylloc < copied)
+				continue;
+			if (strncmp(sql + yylloc, "{{TABLE}}", 9) == 0)
+				len = 9;
+			else if (strncmp(sql + yylloc, "{{DATAFRAME}}", 13) == 0)
+				len = 13;
+			else
+				continue;
+			appendBinaryStringInfo(&buf, sql + copied, yylloc - copied);
 			appendStringInfoString(&buf, table);
-			p += 9;
+			copied = yylloc + len;
 		}
-		else if (strncmp(p, "{{DATAFRAME}}", 13) == 0)
-		{
-			appendStringInfoString(&buf, table);
-			p += 13;
-		}
-		else
-			appendStringInfoChar(&buf, *p++);
+		scanner_finish(yyscanner);
 	}
+	PG_CATCH();
+	{
+		refuse_unparsable(r, cxt);
+	}
+	PG_END_TRY();
+	appendStringInfoString(&buf, sql + copied);
 	return buf.data;
 }
 
@@ -455,7 +491,7 @@ check_dataset_check(Rule *r)
 	while (len > 0 && (isspace((unsigned char) sql[len - 1]) || sql[len - 1] == ';'))
 		sql[--len] = '\0';
 	r->text = sql;
-	check_one_select(r, substitute_table(sql, "reconcile_table"));
+	check_one_select(r, substitute_table(r, sql, "reconcile_table"));
 }
 
 /*
@@ -470,7 +506,7 @@ char *
 rules_dataset_statement(Rule *r, const char *prefix, const char *table,
 						const char *select)
 {
-	char	   *check = substitute_table(r->text, table);
+	char	   *check = substitute_table(r, r->text, table);
 	char	   *sql = psprintf("%sSELECT %s FROM (%s\n) AS v", prefix, select, check);
 
 	check_one_select(r, check);
