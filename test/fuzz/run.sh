@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# The fuzz test: random SQL against a database holding reconcile with state
+# in every table (test/fuzz/fixture.sql), failing only if the server crashed.
+#
+#   1. targeted calls (test/fuzz/calls.sql): every reconcile_* function with
+#      random, NULL, huge, negative, malformed and odd-typed arguments, as the
+#      owner of the targets and as a role that may only read one of them;
+#   2. sqlsmith, as the owner, steered at reconcile's functions and tables
+#      (the fixture's fuzz.pg_proc view is what sqlsmith reads as pg_proc).
+#
+# Ordinary SQL errors are expected and never fail the run; a backend that
+# dies by a signal (or a PANIC) does, as does a server that does not answer
+# afterwards.  Each crash is printed with the statement that caused it.
+# Statement counts and the seed are fixed, so a run does the same work
+# every time; only statement_timeout (1 s for sqlsmith, 5 s for the calls)
+# depends on the machine's speed, and a timeout is an ordinary error.
+#
+#   bash test/fuzz/run.sh [--queries N] [--calls N] [--seed S] [--superuser]
+#        [--host DIR --port P --log FILE] [--db NAME] [--out DIR] [--keep-db]
+#
+# Without --host it uses the throwaway cluster of tools/setup.sh (run that
+# first) and its server log.  --superuser also runs the calls as the
+# superuser (bench/fuzz/run.sh does; a superuser may register the catalogs).
+# Exit status: 0 no crash, 1 a crash or a dead server, 2 a setup failure.
+set -uo pipefail
+# shellcheck source=tools/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib.sh"
+FUZZ_DIR=$RECONCILE_ROOT/test/fuzz
+
+queries=8000
+calls=1500
+seed=1
+host=
+port=
+server_log=
+db=reconcile_fuzz
+out=
+superuser=0
+keep_db=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--queries) queries=$2; shift 2 ;;
+	--calls) calls=$2; shift 2 ;;
+	--seed) seed=$2; shift 2 ;;
+	--host) host=$2; shift 2 ;;
+	--port) port=$2; shift 2 ;;
+	--log) server_log=$2; shift 2 ;;
+	--db) db=$2; shift 2 ;;
+	--out) out=$2; shift 2 ;;
+	--superuser) superuser=1; shift ;;
+	--keep-db) keep_db=1; shift ;;
+	*) printf 'unknown option %s\n' "$1" >&2; exit 2 ;;
+	esac
+done
+
+export_pg_env
+[ -n "$host" ] && export PGHOST=$host
+[ -n "$port" ] && export PGPORT=$port
+[ -n "$server_log" ] || server_log=$PGCLUSTER_LOG
+[ -n "$out" ] || out=$RECONCILE_STATE/.tmp/fuzz
+mkdir -p "$out"
+command -v sqlsmith >/dev/null || die "sqlsmith is not installed (apt-get install sqlsmith, or run tools/setup.sh)"
+[ -r "$server_log" ] || die "cannot read the server log $server_log"
+
+OWNER=reconcile_fuzz_owner
+READER=reconcile_fuzz_reader
+crashes=0
+
+# Wait until the server accepts connections again (after a crash it
+# reinitialises); false if it does not within a minute.
+wait_ready() {
+	local i
+	for i in $(seq 1 120); do
+		if psql -X -q -d "$db" -c 'SELECT 1' >/dev/null 2>&1; then
+			return 0
+		fi
+		sleep 0.5
+	done
+	return 1
+}
+
+# The server log written since byte offset $1.
+log_since() { tail -c +"$(($1 + 1))" "$server_log"; }
+
+# Report every backend that died since log offset $1; count them in $crashes.
+# $2 names the phase; $3 (optional) is sqlsmith's dump of its queries, where
+# the full text of a crashing query is looked up.
+check_crashes() {
+	local since=$1 phase=$2 dump=${3:-} found
+	found=$(log_since "$since" | grep -E -c \
+		'terminated by signal|terminated by exception|exited with exit code ([2-9]|[1-9][0-9])|PANIC:' || true)
+	[ "$found" -gt 0 ] || return 0
+	crashes=$((crashes + found))
+	printf '\n==> CRASH in %s: %s backend(s) died; from the server log:\n' "$phase" "$found"
+	log_since "$since" | grep -E -A 2 \
+		'terminated by signal|terminated by exception|exited with exit code ([2-9]|[1-9][0-9])|PANIC:' |
+		grep -v -E '^--$|terminating any other active|all server processes terminated'
+	if [ -n "$dump" ] && [ -s "$dump" ]; then
+		local prefix
+		log_since "$since" | sed -n 's/.*DETAIL:  Failed process was running: //p' |
+			while IFS= read -r prefix; do
+				printf '==> the full query, from %s:\n' "$dump"
+				# The log keeps the first track_activity_query_size bytes of
+				# the query's first line; find the dumped query that starts so.
+				awk -v p="${prefix:0:200}" 'BEGIN { RS = ";\n" }
+					index($0, p) { print $0 ";"; exit }' "$dump"
+			done
+	fi
+}
+
+# Run one file of statements as role $1, one statement a line, continuing
+# after a crash with the statement after the one that crashed.
+run_statements() {
+	local role=$1 file=$2 result=$3 start=1 rc line total
+	total=$(wc -l <"$file")
+	: >"$result"
+	while [ "$start" -le "$total" ]; do
+		{ echo '\set VERBOSITY sqlstate'; tail -n +"$start" "$file"; } |
+			PGOPTIONS='-c statement_timeout=5s -c client_min_messages=error' \
+				psql -X -q -U "$role" -d "$db" -f - >>"$result" 2>&1
+		rc=$?
+		[ "$rc" -eq 2 ] || break
+		# psql names the line (of its input, whose first line is \set) at
+		# which the connection was lost.
+		line=$(grep -E -o '^psql:<stdin>:[0-9]+: (server closed|connection to server|FATAL|no connection)' "$result" |
+			tail -n 1 | cut -d: -f3)
+		[ -n "$line" ] || line=2
+		printf '==> connection lost at line %s of %s\n' "$((start + line - 2))" "$file"
+		sed -n "$((start + line - 2))p" "$file" | cut -c1-2000
+		start=$((start + line - 1))
+		wait_ready || return 1
+	done
+	return 0
+}
+
+setup_db() {
+	log "fuzz: database $db from test/fuzz/fixture.sql"
+	psql -X -q -d postgres -c "SET client_min_messages = warning" \
+		-c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" -c "CREATE DATABASE \"$db\"" &&
+		psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f "$FUZZ_DIR/fixture.sql" >"$out/fixture.out" 2>&1
+}
+
+run_calls() {  # run_calls ROLE SEED
+	local role=$1 s=$2 gen=$out/calls-$1.sql res=$out/calls-$1.out since
+	log "fuzz: $calls targeted calls as $role (seed $s)"
+	psql -X -A -t -q -v ON_ERROR_STOP=1 -v seed="$s" -v n="$calls" -U "$OWNER" -d "$db" \
+		-f "$FUZZ_DIR/calls.sql" >"$gen" || return 2
+	since=$(stat -c %s "$server_log")
+	run_statements "$role" "$gen" "$res" || { check_crashes "$since" "calls as $role"; return 1; }
+	check_crashes "$since" "calls as $role"
+	printf '    errors by SQLSTATE: %s\n' "$(grep -E -o 'ERROR:  [0-9A-Z]{5}' "$res" |
+		awk '{ print $2 }' | sort | uniq -c | sort -rn | awk '{ printf "%s %s, ", $2, $1 }')"
+}
+
+run_sqlsmith() {
+	local since dump=$out/sqlsmith-queries.sql rc
+	log "fuzz: sqlsmith, $queries queries as $OWNER (seed $seed)"
+	since=$(stat -c %s "$server_log")
+	# search_path puts the fixture's fuzz.pg_proc before pg_catalog.pg_proc
+	# for sqlsmith's schema queries; the queries it generates qualify their
+	# routines and tables.
+	sqlsmith --target="host=$PGHOST port=$PGPORT dbname=$db user=$OWNER options='-csearch_path=fuzz,pg_catalog,public'" \
+		--seed="$seed" --max-queries="$queries" --exclude-catalog --verbose \
+		--dump-all-queries >"$dump" 2>"$out/sqlsmith.log"
+	rc=$?
+	tail -n 200 "$out/sqlsmith.log" | sed -n '/^queries:/,/^error rate/p' | head -n 25 | sed 's/^/    /'
+	check_crashes "$since" sqlsmith "$dump"
+	# sqlsmith exits non-zero when it cannot load the schema or connect.
+	[ "$rc" -eq 0 ] || { tail -n 20 "$out/sqlsmith.log"; return 2; }
+}
+
+main() {
+	local status=0
+	setup_db || { tail -n 30 "$out/fixture.out"; die "the fixture did not load"; }
+	run_calls "$OWNER" "$seed" || status=1
+	run_calls "$READER" "$((seed + 1))" || status=1
+	if [ "$superuser" -eq 1 ]; then
+		run_calls "$PGUSER" "$((seed + 2))" || status=1
+	fi
+	run_sqlsmith
+	case $? in 1) status=1 ;; 2) [ "$status" -eq 0 ] && status=2 ;; esac
+	if ! wait_ready; then
+		printf '==> the server does not answer after the fuzz run\n'
+		status=1
+	fi
+	if [ "$crashes" -gt 0 ]; then
+		printf '==> fuzz: %s crash(es); outputs in %s\n' "$crashes" "$out"
+		status=1
+	elif [ "$status" -eq 0 ]; then
+		log "fuzz: no crash"
+		rm -f "$out/sqlsmith-queries.sql"
+	fi
+	if [ "$keep_db" -eq 0 ] && [ "$status" -eq 0 ]; then
+		psql -X -q -d postgres -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1
+	fi
+	return "$status"
+}
+
+main
