@@ -17,10 +17,15 @@
 #
 #   bash test/fuzz/run.sh [--queries N] [--calls N] [--seed S] [--superuser]
 #        [--host DIR --port P --log FILE] [--db NAME] [--out DIR] [--keep-db]
+#        [--no-dump]
 #
 # Without --host it uses the throwaway cluster of tools/setup.sh (run that
 # first) and its server log.  --superuser also runs the calls as the
 # superuser (bench/fuzz/run.sh does; a superuser may register the catalogs).
+# sqlsmith's queries are dumped to a file, deleted after a run without a
+# crash, in which a crashing query is looked up (the server log keeps only
+# its first track_activity_query_size bytes); --no-dump leaves that out,
+# for a server whose track_activity_query_size is large.
 # Exit status: 0 no crash, 1 a crash or a dead server, 2 a setup failure.
 set -uo pipefail
 # shellcheck source=tools/lib.sh
@@ -37,6 +42,7 @@ db=reconcile_fuzz
 out=
 superuser=0
 keep_db=0
+dump_opt=--dump-all-queries
 while [ $# -gt 0 ]; do
 	case $1 in
 	--queries) queries=$2; shift 2 ;;
@@ -49,6 +55,7 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift 2 ;;
 	--superuser) superuser=1; shift ;;
 	--keep-db) keep_db=1; shift ;;
+	--no-dump) dump_opt=; shift ;;
 	*) printf 'unknown option %s\n' "$1" >&2; exit 2 ;;
 	esac
 done
@@ -153,7 +160,7 @@ run_calls() {  # run_calls ROLE SEED
 }
 
 run_sqlsmith() {
-	local since dump=$out/sqlsmith-queries.sql rc
+	local since dumpfile=$out/sqlsmith-queries.sql rc
 	log "fuzz: sqlsmith, $queries queries as $OWNER (seed $seed)"
 	since=$(stat -c %s "$server_log")
 	# search_path puts the fixture's fuzz.pg_proc before pg_catalog.pg_proc
@@ -161,10 +168,10 @@ run_sqlsmith() {
 	# routines and tables.
 	sqlsmith --target="host=$PGHOST port=$PGPORT dbname=$db user=$OWNER options='-csearch_path=fuzz,pg_catalog,public'" \
 		--seed="$seed" --max-queries="$queries" --exclude-catalog --verbose \
-		--dump-all-queries >"$dump" 2>"$out/sqlsmith.log"
+		$dump_opt >"$dumpfile" 2>"$out/sqlsmith.log"
 	rc=$?
 	tail -n 200 "$out/sqlsmith.log" | sed -n '/^queries:/,/^error rate/p' | head -n 25 | sed 's/^/    /'
-	check_crashes "$since" sqlsmith "$dump"
+	check_crashes "$since" sqlsmith "$dumpfile"
 	# sqlsmith exits non-zero when it cannot load the schema or connect.
 	[ "$rc" -eq 0 ] || { tail -n 20 "$out/sqlsmith.log"; return 2; }
 }
