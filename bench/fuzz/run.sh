@@ -11,7 +11,7 @@
 # names).  Starts a throwaway cluster as the postgres OS user in
 # bench/out/fuzz-<stamp>/ (port 54379, BENCH_FUZZ_PGPORT to change it;
 # socket only) with restart_after_crash on, core files enabled
-# (ulimit -c unlimited; kernel.core_pattern must be a file name, such as
+# (pg_ctl -c; kernel.core_pattern must be a file name, such as
 # Debian's default "core", for gdb to find them in the data directory),
 # log_line_prefix with the SQLSTATE and a 16 kB track_activity_query_size
 # (so that the log names a crashing query in full), and stops it at the end
@@ -60,9 +60,10 @@ track_activity_query_size = 16384
 CONF
 
 log "starting the cluster on port $PORT (log in $SERVER_LOG)"
-# The shell's ulimit is inherited by the postmaster and every backend.
+# pg_ctl -c raises the soft core-file limit to the hard one for the
+# postmaster and every backend (runuser's PAM session resets the shell's).
 ulimit -c unlimited
-as_pg "$PG_BINDIR/pg_ctl" -D "$DATA" -l "$SERVER_LOG" -w -t 60 start >/dev/null ||
+as_pg "$PG_BINDIR/pg_ctl" -D "$DATA" -l "$SERVER_LOG" -c -w -t 60 start >/dev/null ||
 	die "the cluster did not start"
 stop() {
 	[ "$keep" -eq 1 ] && return
