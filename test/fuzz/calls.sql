@@ -129,6 +129,17 @@ BEGIN
                        pg_temp.one('0', '''x''', 'NULL', '-1', '''^[a-z]{300}$''', '1e400',
                                    '''2026-01-01''', 'length(''abc'')', '(SELECT 1)',
                                    cols[1 + floor(random() * cardinality(cols))::int]));
+        -- Now and then a rule that calls reconcile itself, while it runs.
+        IF random() < 0.1 THEN
+            expr := pg_temp.one(
+                'reconcile_batch_id(''[{"object_key":"r","version_id":"1","content_hash":"h","rows":1}]'') IS NOT NULL',
+                'reconcile_check_report(''customer'', ''{"fail": {"t": "true"}}'') IS NOT NULL',
+                'reconcile_discover_rules(''plain'') IS NOT NULL',
+                '(SELECT count(*) FROM reconcile_check(''customer'', ''{"warn": {"n": "name IS NOT NULL"}}'')) > 0',
+                '(SELECT count(*) FROM reconcile_diff(''customer'', ''customer_copy'', ''{customer_id}'')) >= 0',
+                '(SELECT rows_source FROM reconcile_diff_summary(''customer'', ''customer_copy'', ''{customer_id}'')) > 0',
+                '(SELECT count(*) FROM reconcile.receipts) >= 0');
+        END IF;
         IF random() < 0.2 THEN
             expr := 'NOT COALESCE((' || expr || '), false)';
         END IF;
@@ -139,7 +150,9 @@ BEGIN
             'name', 'd', 'sql', format(pg_temp.one(
                 'SELECT %s FROM {{TABLE}} GROUP BY 1 HAVING count(*) > 1',
                 'SELECT %s FROM {{DATAFRAME}} WHERE %s IS NULL',
-                'SELECT count(%s) FROM {{TABLE}};'), cols[1 + floor(random() * cardinality(cols))::int],
+                'SELECT count(%s) FROM {{TABLE}};',
+                'SELECT %s FROM {{TABLE}} WHERE reconcile_check_report(''customer'', ''{"fail": {"t": "true"}}'') IS NULL',
+                'SELECT %s FROM reconcile_check(''plain'', ''{"dataset_checks": [{"name": "n", "sql": "SELECT 1 FROM {{TABLE}}"}]}'') WHERE false'), cols[1 + floor(random() * cardinality(cols))::int],
                 cols[1 + floor(random() * cardinality(cols))::int]))));
     END IF;
     RETURN pg_temp.lit(doc::text, 'jsonb');
