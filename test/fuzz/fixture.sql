@@ -103,6 +103,29 @@ CREATE TABLE event_2025 PARTITION OF event FOR VALUES FROM ('2025-01-01') TO ('2
 CREATE TABLE event_2026 PARTITION OF event FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
 SELECT reconcile_register('event', '{event_id,at}', 'version', 'gone', 'hash', 'quarantine');
 
+-- Odd values of many types, for discovery, checks and diffs: NaN and
+-- infinities, the ends of each type's range, NULLs, long and empty text.
+CREATE TABLE odd (id int, n numeric, f float8, r real, i2 smallint, i8 bigint, t text,
+    ts timestamptz, d date, b bool, j jsonb, iv interval, u uuid, arr int[], bt bytea);
+INSERT INTO odd
+SELECT g,
+  (ARRAY['NaN', 'Infinity', '-Infinity', '0', '-0', '1e1000', '-1e-1000',
+         '123456789012345678901234567890.123456789', NULL, '1'])[1 + g % 10]::numeric,
+  (ARRAY['NaN', 'Infinity', '-Infinity', '0', '-0', '1e308', '-1e-308', '5e-324', NULL,
+         '1'])[1 + g % 10]::float8,
+  (ARRAY['NaN', 'Infinity', '-Infinity', '0', '-0', '3e38', '1e-45', NULL, '1', '2'])[1 + g % 10]::real,
+  (ARRAY[32767, -32768, 0, NULL, 1])[1 + g % 5]::smallint,
+  (ARRAY[9223372036854775807, -9223372036854775808, 0, NULL, 1])[1 + g % 5]::bigint,
+  (ARRAY['', repeat('x', 3000), E'\n', 'ab', NULL, 'ünï', 'a''b', '%', '\\',
+         repeat('a', 300) || '1234'])[1 + g % 10],
+  (ARRAY['infinity', '-infinity', '2026-01-01', NULL, '4713-01-01 BC'])[1 + g % 5]::timestamptz,
+  (ARRAY['infinity', '-infinity', '2026-01-01', NULL, '5874897-12-31'])[1 + g % 5]::date,
+  g % 3 = 0,
+  (ARRAY['null', '{}', '[]', '1e400', NULL, '"x"'])[1 + g % 6]::jsonb,
+  (ARRAY['178000000 years', '-178000000 years', '0', NULL])[1 + g % 4]::interval,
+  CASE WHEN g % 2 = 0 THEN md5(g::text)::uuid END, ARRAY[g, NULL], '\x00'::bytea
+FROM generate_series(1, 3000) g;
+
 -- A table that is not registered, and a copy of customer for diffs.
 CREATE TABLE plain (id integer PRIMARY KEY, label text, n numeric);
 INSERT INTO plain SELECT g, 'label ' || g, g / 7.0 FROM generate_series(1, 50) g;
@@ -229,7 +252,7 @@ CREATE TEMP TABLE rels AS
 SELECT row_number() OVER () AS i, r FROM unnest(ARRAY[
     'customer', 'account', 'ledger', 'event', 'event_2025', 'plain', 'customer_copy',
     'customer_stage', 'customer_stage_typed', 'customer_stage_view', 'account_stage',
-    'event_stage', 'ledger_stage', 'fuzz.pool', 'customer_pkey', 'reconcile.receipts',
+    'event_stage', 'ledger_stage', 'fuzz.pool', 'odd', 'customer_pkey', 'reconcile.receipts',
     'reconcile.targets', 'reconcile.diff_runs', 'reconcile.batch_progress',
     'pg_catalog.pg_class', 'information_schema.tables']::regclass[]
     || (SELECT reltoastrelid::regclass FROM pg_class WHERE oid = 'customer'::regclass)

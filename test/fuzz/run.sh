@@ -150,8 +150,12 @@ setup_db() {
 run_calls() {  # run_calls ROLE SEED
 	local role=$1 s=$2 gen=$out/calls-$1.sql res=$out/calls-$1.out since
 	log "fuzz: $calls targeted calls as $role (seed $s)"
-	psql -X -A -t -q -v ON_ERROR_STOP=1 -v seed="$s" -v n="$calls" -U "$OWNER" -d "$db" \
-		-f "$FUZZ_DIR/calls.sql" >"$gen" || return 2
+	if ! psql -X -A -t -q -v ON_ERROR_STOP=1 -v seed="$s" -v n="$calls" -U "$OWNER" -d "$db" \
+		-f "$FUZZ_DIR/calls.sql" >"$gen" 2>"$out/calls-$1.err"; then
+		printf '==> the generator test/fuzz/calls.sql failed:\n'
+		head -n 20 "$out/calls-$1.err"
+		return 2
+	fi
 	since=$(stat -c %s "$server_log")
 	run_statements "$role" "$gen" "$res" || { check_crashes "$since" "calls as $role"; return 1; }
 	check_crashes "$since" "calls as $role"
@@ -176,16 +180,29 @@ run_sqlsmith() {
 	[ "$rc" -eq 0 ] || { tail -n 20 "$out/sqlsmith.log"; return 2; }
 }
 
+# Fold a step's exit status into $status: 1 (a crash) beats 2 (a setup step
+# failed).
+note() {
+	case $1 in
+	0) ;;
+	1) status=1 ;;
+	*) [ "$status" -eq 0 ] && status=2 ;;
+	esac
+}
+
 main() {
-	local status=0
+	status=0
 	setup_db || { tail -n 30 "$out/fixture.out"; die "the fixture did not load"; }
-	run_calls "$OWNER" "$seed" || status=1
-	run_calls "$READER" "$((seed + 1))" || status=1
+	run_calls "$OWNER" "$seed"
+	note $?
+	run_calls "$READER" "$((seed + 1))"
+	note $?
 	if [ "$superuser" -eq 1 ]; then
-		run_calls "$PGUSER" "$((seed + 2))" || status=1
+		run_calls "$PGUSER" "$((seed + 2))"
+		note $?
 	fi
 	run_sqlsmith
-	case $? in 1) status=1 ;; 2) [ "$status" -eq 0 ] && status=2 ;; esac
+	note $?
 	if ! wait_ready; then
 		printf '==> the server does not answer after the fuzz run\n'
 		status=1
@@ -196,6 +213,8 @@ main() {
 	elif [ "$status" -eq 0 ]; then
 		log "fuzz: no crash"
 		rm -f "$out/sqlsmith-queries.sql"
+	else
+		printf '==> fuzz: no crash, but a step could not run (see above); outputs in %s\n' "$out"
 	fi
 	if [ "$keep_db" -eq 0 ] && [ "$status" -eq 0 ]; then
 		psql -X -q -d postgres -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1
