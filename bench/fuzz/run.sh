@@ -65,6 +65,7 @@ log "starting the cluster on port $PORT (log in $SERVER_LOG)"
 ulimit -c unlimited
 as_pg "$PG_BINDIR/pg_ctl" -D "$DATA" -l "$SERVER_LOG" -c -w -t 60 start >/dev/null ||
 	die "the cluster did not start"
+# shellcheck disable=SC2317  # called by the EXIT trap
 stop() {
 	[ "$keep" -eq 1 ] && return
 	as_pg "$PG_BINDIR/pg_ctl" -D "$DATA" -m immediate -t 60 stop >/dev/null 2>&1 || true

@@ -76,8 +76,7 @@ crashes=0
 # Wait until the server accepts connections again (after a crash it
 # reinitialises); false if it does not within a minute.
 wait_ready() {
-	local i
-	for i in $(seq 1 120); do
+	for _ in $(seq 1 120); do
 		if psql -X -q -d "$db" -c 'SELECT 1' >/dev/null 2>&1; then
 			return 0
 		fi
