@@ -4,7 +4,12 @@
 # superuser), against a cluster of its own, with a summary: statements run,
 # errors by SQLSTATE, crashes with their queries and backtraces.
 #
-#   bash bench/fuzz/run.sh [--queries N] [--calls N] [--seed S] [--keep]
+#   bash bench/fuzz/run.sh [--queries N] [--calls N] [--seed S] [--parallel] [--keep]
+#
+# --parallel runs the three roles' calls and sqlsmith at the same time, each
+# in a session of its own, so that DDL committed by one (the calls include
+# column type changes, renames, RLS, REVOKE and re-registration, each held
+# for 0.1 s) lands while another's batch waits for its lock.
 #
 # Run as root from the repository after tools/setup.sh (which installs
 # sqlsmith and the extension into the PostgreSQL that RECONCILE_PG_BINDIR
@@ -24,12 +29,14 @@ queries=100000
 calls=10000
 seed=1
 keep=0
+parallel=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--queries) queries=$2; shift 2 ;;
 	--calls) calls=$2; shift 2 ;;
 	--seed) seed=$2; shift 2 ;;
 	--keep) keep=1; shift ;;
+	--parallel) parallel=(--parallel); shift ;;
 	*) die "unknown option $1" ;;
 	esac
 done
@@ -74,14 +81,14 @@ trap stop EXIT
 
 started=$(date +%s)
 bash "$RECONCILE_ROOT/test/fuzz/run.sh" --host "$DIR" --port "$PORT" --log "$SERVER_LOG" \
-	--queries "$queries" --calls "$calls" --seed "$seed" --superuser --no-dump \
+	--queries "$queries" --calls "$calls" --seed "$seed" --superuser --no-dump "${parallel[@]}" \
 	--out "$DIR" --keep-db 2>&1 | tee "$DIR/run.txt"
 status=${PIPESTATUS[0]}
 elapsed=$(($(date +%s) - started))
 
 # A summary, from the run's own outputs and the server log.
 {
-	printf '\n==== fuzz summary (%s, seed %s, %s s) ====\n' "$STAMP" "$seed" "$elapsed"
+	printf '\n==== fuzz summary (%s, seed %s, %s s%s) ====\n' "$STAMP" "$seed" "$elapsed" "${parallel:+, parallel}"
 	printf 'build: %s\n' "$(git -C "$RECONCILE_ROOT" log -1 --format='%h %s' 2>/dev/null)"
 	printf 'sqlsmith queries: %s\n' "$(sed -n 's/^queries: //p' "$DIR/sqlsmith.log" | tail -n 1)"
 	for f in "$DIR"/calls-*.sql; do

@@ -271,6 +271,35 @@ BEGIN
             format('TRUNCATE %I', p.target),
             format('UPDATE %I SET version = NULL', CASE WHEN p.staged LIKE '%view' THEN 'customer_stage_typed' ELSE p.staged END)),
             stmt);
+    ELSIF random() < 0.04 THEN
+        -- DDL committed before the call and undone after it: run alone it
+        -- changes nothing for the calls after; run beside other sessions
+        -- (bench/fuzz/run.sh --parallel) it lands while their batches wait.
+        -- The change holds its lock a moment, so that other sessions'
+        -- batches queue behind it.
+        SELECT format(E'BEGIN; %s; SELECT pg_sleep(0.1); COMMIT;\n%s;\n%s;', c, stmt, r) INTO stmt FROM (VALUES
+            ('ALTER TABLE customer ALTER COLUMN amount TYPE text',
+             'ALTER TABLE customer ALTER COLUMN amount TYPE numeric(12,2) USING amount::numeric'),
+            ('ALTER TABLE account RENAME COLUMN status TO state',
+             'ALTER TABLE account RENAME COLUMN state TO status'),
+            ('ALTER TABLE ledger ALTER COLUMN amount TYPE text',
+             'ALTER TABLE ledger ALTER COLUMN amount TYPE numeric USING amount::numeric'),
+            ('ALTER TABLE customer ALTER COLUMN name TYPE varchar(300)',
+             'ALTER TABLE customer ALTER COLUMN name TYPE text'),
+            ('ALTER TABLE account ALTER COLUMN balance TYPE float8',
+             'ALTER TABLE account ALTER COLUMN balance TYPE numeric'),
+            ('ALTER TABLE event ALTER COLUMN kind TYPE varchar(50)',
+             'ALTER TABLE event ALTER COLUMN kind TYPE text'),
+            ('ALTER TABLE customer ADD COLUMN fuzz_note text',
+             'ALTER TABLE customer DROP COLUMN fuzz_note'),
+            ('ALTER TABLE ledger ENABLE ROW LEVEL SECURITY',
+             'ALTER TABLE ledger DISABLE ROW LEVEL SECURITY'),
+            ('REVOKE UPDATE ON account FROM reconcile_fuzz_owner',
+             'GRANT UPDATE ON account TO reconcile_fuzz_owner'),
+            ('SELECT reconcile_register(''customer'', ''{customer_id}'', ''version'', ''is_deleted'', ''payload_hash'', payload_columns => ''{name,amount}'')',
+             'SELECT reconcile_register(''customer'', ''{customer_id}'', ''version'', ''is_deleted'', ''payload_hash'')')
+            ) AS ddl(c, r)
+        ORDER BY random(), c LIMIT 1;
     ELSE
         stmt := stmt || ';';
     END IF;

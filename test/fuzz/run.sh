@@ -17,7 +17,7 @@
 #
 #   bash test/fuzz/run.sh [--queries N] [--calls N] [--seed S] [--superuser]
 #        [--host DIR --port P --log FILE] [--db NAME] [--out DIR] [--keep-db]
-#        [--no-dump]
+#        [--no-dump] [--parallel]
 #
 # Without --host it uses the throwaway cluster of tools/setup.sh (run that
 # first) and its server log.  --superuser also runs the calls as the
@@ -25,7 +25,10 @@
 # sqlsmith's queries are dumped to a file, deleted after a run without a
 # crash, in which a crashing query is looked up (the server log keeps only
 # its first track_activity_query_size bytes); --no-dump leaves that out,
-# for a server whose track_activity_query_size is large.
+# for a server whose track_activity_query_size is large.  --parallel runs
+# each role's calls and sqlsmith at the same time, each in a session of its
+# own (bench/fuzz/run.sh does; which statements meet is then up to the
+# scheduler, so the test run never does).
 # Exit status: 0 no crash, 1 a crash or a dead server, 2 a setup failure.
 set -uo pipefail
 # shellcheck source=tools/lib.sh
@@ -43,6 +46,7 @@ out=
 superuser=0
 keep_db=0
 dump_opt=--dump-all-queries
+parallel=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--queries) queries=$2; shift 2 ;;
@@ -56,6 +60,7 @@ while [ $# -gt 0 ]; do
 	--superuser) superuser=1; shift ;;
 	--keep-db) keep_db=1; shift ;;
 	--no-dump) dump_opt=; shift ;;
+	--parallel) parallel=1; shift ;;
 	*) printf 'unknown option %s\n' "$1" >&2; exit 2 ;;
 	esac
 done
@@ -146,37 +151,84 @@ setup_db() {
 		psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f "$FUZZ_DIR/fixture.sql" >"$out/fixture.out" 2>&1
 }
 
-run_calls() {  # run_calls ROLE SEED
-	local role=$1 s=$2 gen=$out/calls-$1.sql res=$out/calls-$1.out since
-	log "fuzz: $calls targeted calls as $role (seed $s)"
-	if ! psql -X -A -t -q -v ON_ERROR_STOP=1 -v seed="$s" -v n="$calls" -U "$OWNER" -d "$db" \
-		-f "$FUZZ_DIR/calls.sql" >"$gen" 2>"$out/calls-$1.err"; then
+gen_calls() {  # gen_calls ROLE SEED: write $out/calls-ROLE.sql
+	log "fuzz: $calls targeted calls for $1 (seed $2)"
+	if ! psql -X -A -t -q -v ON_ERROR_STOP=1 -v seed="$2" -v n="$calls" -U "$OWNER" -d "$db" \
+		-f "$FUZZ_DIR/calls.sql" >"$out/calls-$1.sql" 2>"$out/calls-$1.err"; then
 		printf '==> the generator test/fuzz/calls.sql failed:\n'
 		head -n 20 "$out/calls-$1.err"
 		return 2
 	fi
-	since=$(stat -c %s "$server_log")
-	run_statements "$role" "$gen" "$res" || { check_crashes "$since" "calls as $role"; return 1; }
-	check_crashes "$since" "calls as $role"
-	printf '    errors by SQLSTATE: %s\n' "$(grep -E -o 'ERROR:  [0-9A-Z]{5}' "$res" |
+}
+
+calls_summary() {  # calls_summary ROLE
+	printf '    errors by SQLSTATE of the calls as %s: %s\n' "$1" "$(grep -E -o 'ERROR:  [0-9A-Z]{5}' "$out/calls-$1.out" |
 		awk '{ print $2 }' | sort | uniq -c | sort -rn | awk '{ printf "%s %s, ", $2, $1 }')"
 }
 
-run_sqlsmith() {
-	local since dumpfile=$out/sqlsmith-queries.sql rc
-	log "fuzz: sqlsmith, $queries queries as $OWNER (seed $seed)"
+run_calls() {  # run_calls ROLE SEED
+	local since rc=0
+	gen_calls "$1" "$2" || return 2
 	since=$(stat -c %s "$server_log")
+	run_statements "$1" "$out/calls-$1.sql" "$out/calls-$1.out" || rc=1
+	check_crashes "$since" "calls as $1"
+	calls_summary "$1"
+	return "$rc"
+}
+
+exec_sqlsmith() {
+	local dumpfile=$out/sqlsmith-queries.sql rc
 	# search_path puts the fixture's fuzz.pg_proc before pg_catalog.pg_proc
 	# for sqlsmith's schema queries; the queries it generates qualify their
 	# routines and tables.
+	# shellcheck disable=SC2086  # $dump_opt is one option or none
 	sqlsmith --target="host=$PGHOST port=$PGPORT dbname=$db user=$OWNER options='-csearch_path=fuzz,pg_catalog,public'" \
 		--seed="$seed" --max-queries="$queries" --exclude-catalog --verbose \
 		$dump_opt >"$dumpfile" 2>"$out/sqlsmith.log"
 	rc=$?
 	tail -n 200 "$out/sqlsmith.log" | sed -n '/^queries:/,/^error rate/p' | head -n 25 | sed 's/^/    /'
-	check_crashes "$since" sqlsmith "$dumpfile"
 	# sqlsmith exits non-zero when it cannot load the schema or connect.
 	[ "$rc" -eq 0 ] || { tail -n 20 "$out/sqlsmith.log"; return 2; }
+}
+
+run_sqlsmith() {
+	local since rc
+	log "fuzz: sqlsmith, $queries queries as $OWNER (seed $seed)"
+	since=$(stat -c %s "$server_log")
+	exec_sqlsmith
+	rc=$?
+	check_crashes "$since" sqlsmith "$out/sqlsmith-queries.sql"
+	return "$rc"
+}
+
+# Everything at once, each role's calls and sqlsmith in a session of its
+# own, so that one session's DDL lands while another's batch waits.  Which
+# statements meet is up to the scheduler: for the long run only.
+run_parallel() {
+	local since rc=0 roles=("$OWNER" "$READER") role pids=() i
+	[ "$superuser" -eq 1 ] && roles+=("$PGUSER")
+	for i in "${!roles[@]}"; do
+		gen_calls "${roles[$i]}" "$((seed + i))" || return 2
+	done
+	log "fuzz: in parallel: the calls of ${roles[*]}, and sqlsmith ($queries queries, seed $seed)"
+	since=$(stat -c %s "$server_log")
+	for role in "${roles[@]}"; do
+		run_statements "$role" "$out/calls-$role.sql" "$out/calls-$role.out" >"$out/calls-$role.log" 2>&1 &
+		pids+=($!)
+	done
+	exec_sqlsmith >"$out/sqlsmith.summary" 2>&1 &
+	pids+=($!)
+	for i in "${pids[@]}"; do
+		wait "$i" || rc=1
+	done
+	cat "$out/sqlsmith.summary"
+	for role in "${roles[@]}"; do
+		calls_summary "$role"
+	done
+	# After a crash every session loses its connection: the log, not the
+	# sessions, says which statement crashed.
+	check_crashes "$since" "the parallel run"
+	return "$rc"
 }
 
 # Fold a step's exit status into $status: 1 (a crash) beats 2 (a setup step
@@ -192,16 +244,21 @@ note() {
 main() {
 	status=0
 	setup_db || { tail -n 30 "$out/fixture.out"; die "the fixture did not load"; }
-	run_calls "$OWNER" "$seed"
-	note $?
-	run_calls "$READER" "$((seed + 1))"
-	note $?
-	if [ "$superuser" -eq 1 ]; then
-		run_calls "$PGUSER" "$((seed + 2))"
+	if [ "$parallel" -eq 1 ]; then
+		run_parallel
+		note $?
+	else
+		run_calls "$OWNER" "$seed"
+		note $?
+		run_calls "$READER" "$((seed + 1))"
+		note $?
+		if [ "$superuser" -eq 1 ]; then
+			run_calls "$PGUSER" "$((seed + 2))"
+			note $?
+		fi
+		run_sqlsmith
 		note $?
 	fi
-	run_sqlsmith
-	note $?
 	if ! wait_ready; then
 		printf '==> the server does not answer after the fuzz run\n'
 		status=1
