@@ -77,10 +77,16 @@ INSERT INTO pairs VALUES
 
 -- The fixture's registrations, to bring back what an unregister took away.
 CREATE TEMP TABLE registrations AS
-SELECT format('SELECT reconcile_register(%L, %L, %L, %L, %L, %L, %L)', target::text,
-              key_columns, version_column, deleted_column, hash_column, conflict_policy,
-              payload_columns) AS registration
-  FROM reconcile.targets;
+SELECT * FROM (VALUES
+    ('customer', '{customer_id}',
+     'SELECT reconcile_register(''customer'', ''{customer_id}'', ''version'', ''is_deleted'', ''payload_hash'', ''quarantine'')'),
+    ('account', '{region,account_no}',
+     'SELECT reconcile_register(''account'', ''{region,account_no}'', ''version'', ''deleted'', ''h'', ''abort'', ''{balance,opened,meta,status}'')'),
+    ('ledger', '{entry_id}',
+     'SELECT reconcile_register(''ledger'', ''{entry_id}'', ''version'', ''deleted'', ''h'')'),
+    ('event', '{event_id,at}',
+     'SELECT reconcile_register(''event'', ''{event_id,at}'', ''version'', ''gone'', ''hash'', ''quarantine'')')
+    ) AS r(target, keys, registration);
 
 -- A manifest for some of a staged relation's objects, with counts and
 -- fields sometimes right, sometimes not.
@@ -218,8 +224,8 @@ BEGIN
     rel := CASE WHEN deep THEN pg_temp.lit(p.target, 'regclass') ELSE pg_temp.pick('rels', 'regclass') END;
     stmt := CASE
     WHEN f = 0 THEN format('SELECT reconcile_register(%s, %s, %s, %s, %s, %s, %s)', rel,
-        CASE WHEN deep THEN pg_temp.lit((SELECT key_columns::text FROM reconcile.targets
-                                           WHERE target::text = p.target), 'text[]')
+        CASE WHEN deep THEN pg_temp.lit((SELECT keys FROM registrations
+                                           WHERE target = p.target), 'text[]')
              ELSE pg_temp.pick('name_lists', 'text[]') END,
         pg_temp.pick('words', 'text'), pg_temp.pick('words', 'text'), pg_temp.pick('words', 'text'),
         pg_temp.pick('words', 'text'), pg_temp.pick('name_lists', 'text[]'))
