@@ -92,7 +92,7 @@ elapsed=$(($(date +%s) - started))
 	printf 'build: %s\n' "$(git -C "$RECONCILE_ROOT" log -1 --format='%h %s' 2>/dev/null)"
 	printf 'sqlsmith queries: %s\n' "$(sed -n 's/^queries: //p' "$DIR/sqlsmith.log" | tail -n 1)"
 	for f in "$DIR"/calls-*.sql; do
-		printf 'targeted calls as %s: %s\n' "$(basename "$f" .sql | sed 's/^calls-//')" "$(wc -l <"$f")"
+		printf 'statements of the targeted calls as %s: %s\n' "$(basename "$f" .sql | sed 's/^calls-//')" "$(wc -l <"$f")"
 	done
 	printf 'errors by SQLSTATE (server log, every session):\n'
 	grep -E -o '^[0-9-]+ [0-9:.]+ [A-Z]+ \[[0-9]+\] [0-9A-Z]{5} (ERROR|FATAL|PANIC):' "$SERVER_LOG" |
@@ -104,7 +104,7 @@ elapsed=$(($(date +%s) - started))
 	for core in "$DATA"/core*; do
 		[ -f "$core" ] || continue
 		printf '\n---- backtrace of %s ----\n' "$core"
-		gdb -q -batch -ex 'bt 30' "$PG_BINDIR/postgres" "$core" 2>/dev/null | grep -E '^#'
+		gdb -q -batch -ex 'bt 30' "$PG_BINDIR/postgres" "$core" 2>/dev/null | grep -E '^#' | awk '!seen[$0]++'
 	done
 } | tee "$DIR/summary.txt"
 log "outputs in $DIR"
