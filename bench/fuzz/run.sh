@@ -5,11 +5,18 @@
 # errors by SQLSTATE, crashes with their queries and backtraces.
 #
 #   bash bench/fuzz/run.sh [--queries N] [--calls N] [--seed S] [--parallel] [--keep]
+#   bash bench/fuzz/run.sh --valgrind          # 1,500 queries, 3 x 400 calls, under valgrind
 #
 # --parallel runs the three roles' calls and sqlsmith at the same time, each
 # in a session of its own, so that DDL committed by one (the calls include
 # column type changes, renames, RLS, REVOKE and re-registration, each held
 # for 0.1 s) lands while another's batch waits for its lock.
+#
+# --valgrind runs the postmaster and every backend under valgrind memcheck
+# with bench/valgrind/run.sh's options (VALGRIND_SUPP as there) and lists
+# every valgrind error with a frame in reconcile.so in reconcile-errors.txt;
+# it defaults to 1,500 queries and 3 x 400 calls (about 20 minutes), and a
+# run with such an error fails.
 #
 # Run as root from the repository after tools/setup.sh (which installs
 # sqlsmith and the extension into the PostgreSQL that RECONCILE_PG_BINDIR
@@ -25,15 +32,17 @@ set -uo pipefail
 # shellcheck source=tools/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib.sh"
 
-queries=100000
-calls=10000
+queries=
+calls=
 seed=1
 keep=0
 parallel=()
+valgrind=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--queries) queries=$2; shift 2 ;;
 	--calls) calls=$2; shift 2 ;;
+	--valgrind) valgrind=1; shift ;;
 	--seed) seed=$2; shift 2 ;;
 	--keep) keep=1; shift ;;
 	--parallel) parallel=(--parallel); shift ;;
@@ -41,6 +50,11 @@ while [ $# -gt 0 ]; do
 	esac
 done
 require_root
+if [ "$valgrind" -eq 1 ]; then
+	queries=${queries:-1500} calls=${calls:-400}
+else
+	queries=${queries:-100000} calls=${calls:-10000}
+fi
 
 PORT=${BENCH_FUZZ_PGPORT:-54379}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
@@ -67,11 +81,28 @@ track_activity_query_size = 16384
 CONF
 
 log "starting the cluster on port $PORT (log in $SERVER_LOG)"
-# pg_ctl -c raises the soft core-file limit to the hard one for the
-# postmaster and every backend (runuser's PAM session resets the shell's).
-ulimit -c unlimited
-as_pg "$PG_BINDIR/pg_ctl" -D "$DATA" -l "$SERVER_LOG" -c -w -t 60 start >/dev/null ||
-	die "the cluster did not start"
+if [ "$valgrind" -eq 1 ]; then
+	SUPP=()
+	[ -n "${VALGRIND_SUPP:-}" ] && SUPP=(--suppressions="$VALGRIND_SUPP")
+	mkdir -p "$DIR/vglog"
+	chown postgres:postgres "$DIR/vglog"
+	as_pg valgrind --quiet --trace-children=yes --track-origins=yes --read-var-info=yes \
+		--leak-check=no --num-callers=30 "${SUPP[@]}" \
+		--error-markers=VALGRINDERROR-BEGIN,VALGRINDERROR-END \
+		--log-file="$DIR/vglog/%p.log" \
+		"$PG_BINDIR/postgres" -D "$DATA" >"$SERVER_LOG" 2>&1 &
+	for _ in $(seq 1 600); do
+		as_pg "$PG_BINDIR/pg_isready" -q -h "$DIR" -p "$PORT" && break
+		sleep 1
+	done
+	as_pg "$PG_BINDIR/pg_isready" -q -h "$DIR" -p "$PORT" || die "the cluster did not start"
+else
+	# pg_ctl -c raises the soft core-file limit to the hard one for the
+	# postmaster and every backend (runuser's PAM session resets the shell's).
+	ulimit -c unlimited
+	as_pg "$PG_BINDIR/pg_ctl" -D "$DATA" -l "$SERVER_LOG" -c -w -t 60 start >/dev/null ||
+		die "the cluster did not start"
+fi
 # shellcheck disable=SC2317  # called by the EXIT trap
 stop() {
 	[ "$keep" -eq 1 ] && return
@@ -107,5 +138,23 @@ elapsed=$(($(date +%s) - started))
 		gdb -q -batch -ex 'bt 30' "$PG_BINDIR/postgres" "$core" 2>/dev/null | grep -E '^#' | awk '!seen[$0]++'
 	done
 } | tee "$DIR/summary.txt"
+if [ "$valgrind" -eq 1 ]; then
+	# Stop the server so that every backend's valgrind log is complete, then
+	# keep the errors with a frame in reconcile.so, as bench/valgrind does.
+	keep=0
+	as_pg "$PG_BINDIR/pg_ctl" -D "$DATA" -m fast -t 600 stop >/dev/null 2>&1 || true
+	awk '
+		/VALGRINDERROR-BEGIN/ { inblk = 1; blk = ""; next }
+		/VALGRINDERROR-END/ {
+			inblk = 0; total++
+			if (blk ~ /reconcile\.so/) { ours++; print "----- " FILENAME; printf "%s", blk }
+			next
+		}
+		inblk { blk = blk $0 "\n" }
+		END { printf "valgrind errors: %d in all, %d with a reconcile.so frame\n", total, ours > "/dev/stderr" }
+	' "$DIR"/vglog/*.log >"$DIR/reconcile-errors.txt" 2>>"$DIR/summary.txt" || true
+	tail -n 1 "$DIR/summary.txt"
+	[ -s "$DIR/reconcile-errors.txt" ] && status=1
+fi
 log "outputs in $DIR"
 exit "$status"
