@@ -126,19 +126,27 @@ run_statements() {
 	total=$(wc -l <"$file")
 	: >"$result"
 	while [ "$start" -le "$total" ]; do
-		{ echo '\set VERBOSITY sqlstate'; tail -n +"$start" "$file"; } |
+		# Results go to /dev/null, errors (with their SQLSTATE) to $result,
+		# named by the line of $file they came from: psql counts the lines of
+		# its input, whose first two lines are the \set and the \o.
+		{ echo '\set VERBOSITY sqlstate'; echo '\o /dev/null'; tail -n +"$start" "$file"; } |
 			PGOPTIONS='-c statement_timeout=5s -c client_min_messages=error' \
-				psql -X -q -U "$role" -d "$db" -f - >>"$result" 2>&1
-		rc=$?
+				psql -X -q -U "$role" -d "$db" -f - 2>&1 |
+			awk -v off="$((start - 3))" '{
+				if (match($0, /^psql:<stdin>:[0-9]+:/)) {
+					n = substr($0, 14, RLENGTH - 14) + off
+					$0 = "line " n ":" substr($0, RLENGTH + 1)
+				}
+				print
+			}' >>"$result"
+		rc=${PIPESTATUS[1]}
 		[ "$rc" -eq 2 ] || break
-		# psql names the line (of its input, whose first line is \set) at
-		# which the connection was lost.
-		line=$(grep -E -o '^psql:<stdin>:[0-9]+: (server closed|connection to server|FATAL|no connection)' "$result" |
-			tail -n 1 | cut -d: -f3)
-		[ -n "$line" ] || line=2
-		printf '==> connection lost at line %s of %s\n' "$((start + line - 2))" "$file"
-		sed -n "$((start + line - 2))p" "$file" | cut -c1-2000
-		start=$((start + line - 1))
+		line=$(grep -E -o '^line [0-9]+: (server closed|connection to server|FATAL|no connection)' "$result" |
+			tail -n 1 | cut -d' ' -f2 | tr -d :)
+		[ -n "$line" ] || line=$start
+		printf '==> connection lost at line %s of %s\n' "$line" "$file"
+		sed -n "${line}p" "$file" | cut -c1-2000
+		start=$((line + 1))
 		wait_ready || return 1
 	done
 	return 0
