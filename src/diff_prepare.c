@@ -254,6 +254,24 @@ find_attribute(TupleDesc desc, const char *name)
 	return NULL;
 }
 
+/*
+ * A regclass argument may hold the OID of a dropped relation, or any number:
+ * that is the caller's mistake, reported as such rather than as relation_open's
+ * internal error.
+ */
+static Relation
+open_side(Oid relid, const char *side)
+{
+	Relation	rel = try_relation_open(relid, AccessShareLock);
+
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid),
+				 errdetail("The %s of the diff names no relation.", side)));
+	return rel;
+}
+
 static void
 check_relation_kind(Relation rel, const char *side)
 {
@@ -601,8 +619,8 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 	parse_options(options, &opts);
 
 	/* Both sides: what they are and whether the caller may read them. */
-	srel = relation_open(source, AccessShareLock);
-	trel = relation_open(target, AccessShareLock);
+	srel = open_side(source, "source");
+	trel = open_side(target, "target");
 	check_relation_kind(srel, "source");
 	check_relation_kind(trel, "target");
 	check_select_any(source, "source");

@@ -16,6 +16,7 @@ PACKAGES=(
 	libtap-parser-sourcehandler-pgtap-perl
 	make
 	gcc
+	sqlsmith
 )
 
 install_packages() {

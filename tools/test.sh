@@ -4,7 +4,9 @@
 #      via `make installcheck` against the throwaway cluster;
 #   3. pgTAP files (test/pgtap/*.sql) via pg_prove in database reconcile_tap;
 #   4. TAP (Perl) tests (test/t/*.pl) with PostgreSQL::Test::Cluster, run as
-#      the postgres user in a scratch folder.
+#      the postgres user in a scratch folder;
+#   5. the fuzz test (test/fuzz/run.sh): targeted random calls and a short
+#      sqlsmith run against the throwaway cluster, failing only on a crash.
 # A failing kind does not stop the others; the exit status is non-zero if
 # any kind failed, and the diffs or logs of a failed kind are printed.
 set -euo pipefail
@@ -106,6 +108,16 @@ run_perl_tap() {
 	fi
 }
 
+# Last: a crash restarts the cluster under the other kinds' feet.
+run_fuzz() {
+	log "fuzz: test/fuzz/run.sh"
+	if bash "$RECONCILE_ROOT/test/fuzz/run.sh"; then
+		record fuzz passed
+	else
+		record fuzz failed
+	fi
+}
+
 main() {
 	require_root
 	bash "$RECONCILE_ROOT/tools/setup.sh"
@@ -116,6 +128,7 @@ main() {
 		"$RECONCILE_ROOT/output_iso/regression.diffs" REGRESS=
 	run_pgtap
 	run_perl_tap
+	run_fuzz
 	log "summary:"
 	printf '  %s\n' "${summary[@]}"
 	# One line in the plain "N passed, N failed" form, counting test kinds.
