@@ -132,6 +132,7 @@ typedef enum TargetLockFor
 
 extern void target_lock(Oid relid, int lockmode, TargetLockFor purpose);
 extern bool target_is_registered(Oid relid);
+extern void state_read_latest(const char *sql, Oid relid, long tcount);
 extern TargetInfo *target_load(Oid relid);
 extern void target_serialize(TargetInfo *target, StringInfo buf);
 extern TargetInfo *target_deserialize(const char *data);

@@ -343,9 +343,6 @@ end_row_query(BatchRules *br)
 BatchRules *
 batch_rules_load(Oid target, Oid staged)
 {
-	StateUser	su;
-	Oid			type = REGCLASSOID;
-	Datum		arg = ObjectIdGetDatum(target);
 	bool		isnull = true;
 	Datum		d = (Datum) 0;
 	BatchRules *br;
@@ -354,15 +351,12 @@ batch_rules_load(Oid target, Oid staged)
 	RulesEnv	env;
 	Oid			argtype = TEXTARRAYOID;
 
-	state_user_enter(&su);
-	if (SPI_execute_with_args("SELECT rules FROM reconcile.target_rules"
-							  " WHERE target OPERATOR(pg_catalog.=) $1"
-							  " ORDER BY version DESC LIMIT 1",
-							  1, &type, &arg, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read reconcile.target_rules");
+	/* As current as the registration, in every isolation level. */
+	state_read_latest("SELECT rules FROM reconcile.target_rules"
+					  " WHERE target OPERATOR(pg_catalog.=) $1"
+					  " ORDER BY version DESC LIMIT 1", target, 1);
 	if (SPI_processed > 0)
 		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	state_user_leave(&su);
 	if (isnull)
 		return NULL;
 

@@ -598,7 +598,7 @@ target_lock(Oid relid, int mode, TargetLockFor purpose)
  * predate the wait).  The registration is thus read as current as the
  * system catalogs it is resolved against.
  */
-static void
+void
 state_read_latest(const char *sql, Oid relid, long tcount)
 {
 	StateUser	su;
