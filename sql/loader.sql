@@ -87,7 +87,7 @@ INSERT INTO customer_stage VALUES ('crm/part-0004.csv', 1, 'UPSERT', 'C1', '4', 
 SELECT * FROM load('[{"object_key":"crm/part-0004.csv","version_id":"1","content_hash":"sha256:4444","rows":1}]');
 SELECT customer_id, name, version, is_deleted FROM customer_state ORDER BY 1;
 
--- The batch id and the payload hash are what the README says a client computes.
+-- The batch id and the payload hash are what docs/loader.md says a client computes.
 SELECT reconcile_canonical_manifest('[{"rows":1,"version_id":"b","object_key":"z","content_hash":"h"},
                                       {"object_key":"a\"\\ é","version_id":"1","content_hash":"h","rows":2}]');
 SELECT reconcile_batch_id(m) = encode(sha256(convert_to(reconcile_canonical_manifest(m), 'UTF8')), 'hex') AS batch_id_is_digest

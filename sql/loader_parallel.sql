@@ -1,5 +1,5 @@
 -- Parallel reading of the staged rows: a large staged table is read by the
--- batch's process and parallel workers together (README, "Parallel
+-- batch's process and parallel workers together (docs/loader.md, "Parallel
 -- reading").  The same batch read serially and in parallel gives the same
 -- target, receipt, rejects and conflicts; a batch whose workers cannot
 -- start is read serially; an error while workers run leaves the session

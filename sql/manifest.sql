@@ -2,10 +2,10 @@
 -- can be refused, including the limits on its size.
 CREATE EXTENSION reconcile;
 
--- The batch id is part of the interface (README "The batch id"): clients
+-- The batch id is part of the interface (docs/loader.md, "The batch id"): clients
 -- compute it.  These values were fixed before the manifest code was
 -- rewritten for speed and must never change.  rows 1e3 and 2.0 are the
--- integers 1000 and 2 and hash as such (README's Python does the same).
+-- integers 1000 and 2 and hash as such (the Python in docs/loader.md does the same).
 CREATE TEMP TABLE fixed (n int, manifest jsonb);
 INSERT INTO fixed VALUES
     (1, $m$[{"object_key":"crm/part-0001.csv","version_id":"3Lg","content_hash":"sha256:9f2c","rows":5}]$m$),

@@ -24,7 +24,7 @@ CREATE OPERATOR public.+ (LEFTARG = integer, RIGHTARG = numeric, FUNCTION = publ
 RESET ROLE;
 REVOKE CREATE ON SCHEMA public FROM regress_sec_evil;
 
--- 2. The README's own example rule, under a search_path holding public.
+-- 2. The README's own example rule (docs/rules.md), under a search_path holding public.
 CREATE TABLE accounts (id int PRIMARY KEY, n int, balance numeric, total numeric,
                        version bigint NOT NULL, is_deleted boolean NOT NULL DEFAULT false,
                        payload_hash bytea);

@@ -5,7 +5,7 @@
 --
 --   1. cast with rejects: regex checks of the text values, once per value
 --      (PostgreSQL 15 has no pg_input_is_valid), one reject row per bad value;
---   2. the payload hash in SQL, as the README documents it;
+--   2. the payload hash in SQL, as docs/loader.md documents it;
 --   3. a GROUP BY for conflicts inside the batch (same key and version,
 --      more than one payload hash: every row of the key is held back);
 --   4. DISTINCT ON for the winners (highest version, ties by object_key

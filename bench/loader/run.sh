@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The loader benchmark (issue 5, item 1).  See bench/README.md.
+# The loader benchmark.  See bench/README.md.
 #
 #   bash bench/loader/run.sh [--rows N] [--target T] [--work-mem SIZE] [--shared-buffers SIZE]
 #                            [--parallel WORKERS] [--scale [--with-pipeline] [--sizes "N1 N2 ..."]]
@@ -129,7 +129,7 @@ start_cluster() {
 		checkpoint_timeout = 30min
 		work_mem = '$WORK_MEM'
 		# reconcile_batch reads large staged tables with parallel workers
-		# (README, "Parallel reading"); one per spare core
+		# (docs/loader.md, "Parallel reading"); one per spare core
 		max_parallel_maintenance_workers = $PARALLEL
 		synchronous_commit = on
 		fsync = on
