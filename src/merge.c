@@ -30,6 +30,7 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 
+#include "progress.h"
 #include "reconcile.h"
 #include "merge.h"
 

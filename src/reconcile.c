@@ -3,7 +3,7 @@
  *		Module entry point: wires up the extension's settings.
  *
  * Everything else lives in a file named for its job.  The loader:
- * batch.c (reconcile_batch, progress), manifest.c (parse, canonicalise,
+ * batch.c (reconcile_batch), progress.c (progress and pause points), manifest.c (parse, canonicalise,
  * digest), target.c (registration and privileges), stage.c (cast, reject,
  * hash staged rows), merge.c (the pass: conflicts and winners), probe.c
  * (finding target rows), direct.c and apply.c (the two write paths),
@@ -16,12 +16,12 @@
 #include "fmgr.h"
 #include "utils/guc.h"
 
+#include "progress.h"
 #include "reconcile.h"
 
 PG_MODULE_MAGIC;
 
 int			reconcile_write_path = WRITE_PATH_AUTO;
-char	   *reconcile_pause_at = NULL;
 
 static const struct config_enum_entry write_path_options[] = {
 	{"auto", WRITE_PATH_AUTO, false},

@@ -141,23 +141,6 @@ extern void state_user_enter(StateUser *saved);
 extern void state_user_leave(StateUser *saved);
 extern char *relation_display_name(Oid relid);
 
-/* ---- batch.c: progress, seen in reconcile.batch_progress ---- */
-
-typedef enum BatchPhase
-{
-	PHASE_READING = 1,			/* reading, casting and hashing staged rows */
-	PHASE_SORTING,				/* sorting them by key and version */
-	PHASE_MERGING,				/* deciding each key and writing winners */
-	PHASE_APPLYING,				/* general path: applying the statements */
-	PHASE_RECEIPT				/* writing rejects, conflicts and the receipt */
-} BatchPhase;
-
-extern void progress_phase(BatchPhase phase);
-extern void pause_point(const char *name);
-extern char *reconcile_pause_at;
-extern void progress_rows(int64 done);
-extern void progress_workers(int workers);
-
 /* ---- receiver.c ---- */
 
 extern void receiver_init(DestReceiver *dest,

@@ -54,6 +54,7 @@
 #include "utils/sharedtuplestore.h"
 #include "utils/snapmgr.h"
 
+#include "progress.h"
 #include "reconcile.h"
 #include "rules.h"
 
