@@ -176,6 +176,7 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	batch_rules_gate(b);		/* rules.c: fail rules and dataset checks */
 	pause_point("staged");
 	merge_batch(b);
+	stage_release(b);			/* the parallel read's shared sort, now read */
 	pause_point("merged");
 	progress_phase(PHASE_RECEIPT);
 	receipt_write(b, source, cursor, manifest_arg, values, isnull);

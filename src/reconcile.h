@@ -5,9 +5,10 @@
  * A batch flows through: manifest.c (parse, canonicalise, batch id),
  * target.c (registration, privileges, the state tables' owner), stage.c
  * (read the staged rows once: cast, reject, hash, sort), merge.c (one pass
- * over the sorted rows: duplicates, conflicts, winners; with probe.c,
- * direct.c and apply.c, see merge.h) and receipt.c (receipts, objects,
- * cursors, replay), driven by batch.c.
+ * over the sorted rows: duplicates, conflicts, winners; it finds target
+ * rows with probe.c, see probe.h, and hands each winner to a writer,
+ * direct.c or apply.c, see writers.h) and receipt.c (receipts, objects,
+ * cursors, replay), driven by batch.c; progress.c reports its phases.
  */
 #ifndef RECONCILE_H
 #define RECONCILE_H
@@ -140,6 +141,7 @@ extern void target_check_batch_privileges(Oid target, Oid staged);
 extern void state_user_enter(StateUser *saved);
 extern void state_user_leave(StateUser *saved);
 extern char *relation_display_name(Oid relid);
+extern Datum version_datum(TargetInfo *t, int64 v);
 
 /* ---- receiver.c ---- */
 
@@ -196,7 +198,7 @@ typedef struct BatchState
 	/* rules.c: the target's attached data-quality rules, or NULL. */
 	struct BatchRules *rules;
 
-	/* A parallel read's shared sort, until merge.c has read it (stage.c). */
+	/* A parallel read's shared sort, until batch.c releases it (stage.c). */
 	struct dsm_segment *stage_seg;
 } BatchState;
 

@@ -871,7 +871,7 @@ rejects_buffer_create(void)
  * The sort's shared state lives in a segment of its own, not in the
  * parallel context's: the leader's merge is read while the batch writes
  * the target, which must happen after parallel mode has ended and the
- * context is gone.  merge.c detaches it (stage_release).
+ * context is gone.  batch.c detaches it after the merge (stage_release).
  */
 #define STAGE_KEY_PARAMS	UINT64CONST(0x7265636f00000001)
 #define STAGE_KEY_OBJECTS	UINT64CONST(0x7265636f00000002)

@@ -955,3 +955,11 @@ reconcile_unregister(PG_FUNCTION_ARGS)
 	SPI_finish();
 	PG_RETURN_VOID();
 }
+
+/* A version, as the batch carries it (int8), in the version column's type. */
+Datum
+version_datum(TargetInfo *t, int64 v)
+{
+	return t->version.typid == INT8OID ? Int64GetDatum(v) :
+		t->version.typid == INT4OID ? Int32GetDatum((int32) v) : Int16GetDatum((int16) v);
+}
