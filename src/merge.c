@@ -31,6 +31,7 @@
 #include "utils/datum.h"
 
 #include "progress.h"
+#include "payload.h"
 #include "probe.h"
 #include "writers.h"
 

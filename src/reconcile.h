@@ -4,11 +4,12 @@
  *
  * A batch flows through: manifest.c (parse, canonicalise, batch id),
  * target.c (registration, privileges, the state tables' owner), stage.c
- * (read the staged rows once: cast, reject, hash, sort), merge.c (one pass
- * over the sorted rows: duplicates, conflicts, winners; it finds target
- * rows with probe.c, see probe.h, and hands each winner to a writer,
- * direct.c or apply.c, see writers.h) and receipt.c (receipts, objects,
- * cursors, replay), driven by batch.c; progress.c reports its phases.
+ * (read the staged rows once: cast, reject, hash with payload.c, sort),
+ * merge.c (one pass over the sorted rows: duplicates, conflicts, winners;
+ * it finds target rows with probe.c, see probe.h, and hands each winner to
+ * a writer, direct.c or apply.c, see writers.h) and receipt.c (receipts,
+ * objects, cursors, replay), driven by batch.c; progress.c reports its
+ * phases.
  */
 #ifndef RECONCILE_H
 #define RECONCILE_H
@@ -89,7 +90,7 @@ typedef struct TargetColumn
 	FmgrInfo	in;				/* the target type's input function */
 	Oid			ioparam;
 	FmgrInfo	out;			/* the target type's output function */
-	bool		catch_directly; /* see stage.c: convert_value() */
+	bool		catch_directly; /* see stage.c: input_value() */
 } TargetColumn;
 
 typedef struct TargetInfo
@@ -107,7 +108,7 @@ typedef struct TargetInfo
 	TargetColumn hash;
 	int			npayload;
 	TargetColumn *payload;
-	bool		payload_names_objects;	/* a reg* payload column: see stage.c */
+	bool		payload_names_objects;	/* a reg* payload column: see payload.c */
 
 	/* The unique index on exactly the key columns, and its semantics. */
 	Oid			key_index;
@@ -204,10 +205,6 @@ typedef struct BatchState
 
 extern void stage_read(BatchState *batch);
 extern void stage_release(BatchState *batch);
-extern void payload_hash_compute(TargetInfo *target, Datum *values,
-								 bool *isnull, bool is_delete,
-								 Sha256Ctx *sha, uint8 *digest);
-extern char *key_to_json(TargetInfo *target, Datum *values);
 
 /* ---- merge.c ---- */
 
