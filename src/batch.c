@@ -27,6 +27,7 @@
 #include "progress.h"
 #include "reconcile.h"
 #include "rules.h"
+#include "state.h"
 
 PG_FUNCTION_INFO_V1(reconcile_batch);
 

@@ -36,6 +36,7 @@
 
 #include "reconcile.h"
 #include "diff.h"
+#include "state.h"
 
 PG_FUNCTION_INFO_V1(reconcile_diff_run);
 

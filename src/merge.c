@@ -33,6 +33,7 @@
 #include "progress.h"
 #include "payload.h"
 #include "probe.h"
+#include "state.h"
 #include "writers.h"
 
 /* One staged row of the current key, as the sort delivered it. */

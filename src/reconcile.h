@@ -3,7 +3,7 @@
  *		Declarations shared by the reconcile extension's C files.
  *
  * A batch flows through: manifest.c (parse, canonicalise, batch id),
- * target.c (registration, privileges, the state tables' owner), stage.c
+ * target.c (registration, privileges), stage.c
  * (read the staged rows once: cast, reject, hash with payload.c, sort),
  * merge.c (one pass over the sorted rows: duplicates, conflicts, winners;
  * it finds target rows with probe.c, see probe.h, and hands each winner to
@@ -118,12 +118,6 @@ typedef struct TargetInfo
 	Oid		   *key_collations;
 } TargetInfo;
 
-typedef struct StateUser
-{
-	Oid			save_userid;
-	int			save_sec_context;
-} StateUser;
-
 /* What a lock on a relation is taken for: whose rights it needs first. */
 typedef enum TargetLockFor
 {
@@ -134,14 +128,10 @@ typedef enum TargetLockFor
 
 extern void target_lock(Oid relid, int lockmode, TargetLockFor purpose);
 extern bool target_is_registered(Oid relid);
-extern void state_read_latest(const char *sql, Oid relid, long tcount);
 extern TargetInfo *target_load(Oid relid);
 extern void target_serialize(TargetInfo *target, StringInfo buf);
 extern TargetInfo *target_deserialize(const char *data);
 extern void target_check_batch_privileges(Oid target, Oid staged);
-extern void state_user_enter(StateUser *saved);
-extern void state_user_leave(StateUser *saved);
-extern char *relation_display_name(Oid relid);
 extern Datum version_datum(TargetInfo *t, int64 v);
 
 /* ---- receiver.c ---- */
@@ -219,15 +209,6 @@ extern int	reconcile_write_path;
 extern void merge_batch(BatchState *batch);
 
 /* ---- receipt.c ---- */
-
-/* Buffers rows for one of the state tables and inserts them set-based. */
-typedef struct StateBuffer StateBuffer;
-
-extern StateBuffer *state_buffer_create(const char *insert_sql, int ncolumns,
-										const Oid *types);
-extern void state_buffer_add(StateBuffer *buf, const Datum *values,
-							 const bool *isnull);
-extern void state_buffer_flush(StateBuffer *buf);
 
 extern bool receipt_lookup(const char *batch_id, Oid target, Datum *values,
 						   bool *isnull);

@@ -50,6 +50,7 @@
 
 #include "reconcile.h"
 #include "rules.h"
+#include "state.h"
 
 PG_FUNCTION_INFO_V1(reconcile_set_rules);
 

@@ -44,6 +44,7 @@
 #include "progress.h"
 #include "reconcile.h"
 #include "rules.h"
+#include "state.h"
 
 const char *const disposition_names[DISP_COUNT] = {
 	"inserted", "updated", "deleted", "unchanged", "stale", "duplicates",
