@@ -7,6 +7,7 @@
 #define RECONCILE_PAYLOAD_H
 
 #include "reconcile.h"
+#include "sha256.h"
 
 extern void payload_hash_compute(TargetInfo *target, Datum *values,
 								 bool *isnull, bool is_delete,

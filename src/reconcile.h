@@ -15,7 +15,6 @@
 #define RECONCILE_H
 
 #include "access/attnum.h"
-#include "common/cryptohash.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
@@ -24,8 +23,7 @@
 #include "utils/jsonb.h"
 #include "utils/tuplesort.h"
 
-#define RECONCILE_SHA256_LEN 32
-#define RECONCILE_HEX_LEN (RECONCILE_SHA256_LEN * 2)
+#include "sha256.h"
 
 /* ---- manifest.c ---- */
 
@@ -57,13 +55,6 @@ typedef struct Manifest
 extern Manifest *manifest_parse(Jsonb *manifest);
 extern int	manifest_find(const Manifest *manifest, const char *object_key);
 extern Datum manifest_array(Manifest *manifest, ManifestField field);
-extern void reconcile_sha256(const void *data, size_t len, uint8 *digest);
-typedef struct Sha256Ctx Sha256Ctx;
-extern Sha256Ctx *reconcile_sha256_begin(void);
-extern void reconcile_sha256_with(Sha256Ctx *ctx, const void *data,
-								  size_t len, uint8 *digest);
-extern void reconcile_sha256_end(Sha256Ctx *ctx);
-extern void reconcile_hex(const uint8 *bytes, int len, char *out);
 
 /* ---- jsonbuild.c ---- */
 
