@@ -24,8 +24,8 @@
 #include "utils/snapmgr.h"
 #include "utils/tuplestore.h"
 
+#include "loader.h"
 #include "progress.h"
-#include "reconcile.h"
 #include "rules.h"
 #include "state.h"
 

@@ -34,7 +34,6 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
-#include "reconcile.h"
 #include "diff.h"
 #include "state.h"
 

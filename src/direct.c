@@ -24,6 +24,7 @@
 #include "optimizer/optimizer.h"
 #include "rewrite/rewriteHandler.h"
 
+#include "loader.h"
 #include "writers.h"
 
 #define DIRECT_INSERT_ROWS 1000

@@ -24,7 +24,7 @@
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
-#include "reconcile.h"
+#include "manifest.h"
 #include "sha256.h"
 
 PG_FUNCTION_INFO_V1(reconcile_batch_id);

@@ -30,9 +30,10 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 
-#include "progress.h"
+#include "loader.h"
 #include "payload.h"
 #include "probe.h"
+#include "progress.h"
 #include "state.h"
 #include "writers.h"
 

@@ -6,7 +6,7 @@
 #ifndef RECONCILE_PAYLOAD_H
 #define RECONCILE_PAYLOAD_H
 
-#include "reconcile.h"
+#include "target.h"
 #include "sha256.h"
 
 extern void payload_hash_compute(TargetInfo *target, Datum *values,

@@ -9,7 +9,7 @@
 #include "executor/tuptable.h"
 #include "utils/snapshot.h"
 
-#include "reconcile.h"
+#include "target.h"
 
 typedef struct Probe Probe;
 

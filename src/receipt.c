@@ -28,6 +28,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "loader.h"
 #include "reconcile.h"
 #include "rules.h"
 #include "state.h"

@@ -48,7 +48,7 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
-#include "reconcile.h"
+#include "loader.h"
 #include "rules.h"
 #include "state.h"
 

@@ -40,6 +40,7 @@
 #include "utils/sharedtuplestore.h"
 #include "utils/snapmgr.h"
 
+#include "loader.h"
 #include "payload.h"
 #include "progress.h"
 #include "reconcile.h"

@@ -37,7 +37,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "reconcile.h"
+#include "target.h"
 #include "state.h"
 
 PG_FUNCTION_INFO_V1(reconcile_register);

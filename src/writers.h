@@ -12,7 +12,7 @@
 
 #include "executor/tuptable.h"
 
-#include "reconcile.h"
+#include "target.h"
 
 /*
  * One key's winning row, in the target's types.  keys and payload point
