@@ -16,7 +16,7 @@
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 
-#include "reconcile.h"
+#include "jsonbuild.h"
 
 void
 jsonb_push_key(JsonbParseState **st, const char *key)

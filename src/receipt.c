@@ -28,8 +28,8 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "jsonbuild.h"
 #include "loader.h"
-#include "reconcile.h"
 #include "rules.h"
 #include "state.h"
 

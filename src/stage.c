@@ -43,7 +43,7 @@
 #include "loader.h"
 #include "payload.h"
 #include "progress.h"
-#include "reconcile.h"
+#include "receiver.h"
 #include "rules.h"
 #include "state.h"
 
