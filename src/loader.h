@@ -69,7 +69,7 @@ typedef struct BatchState
 	/* Sum modulo 2^256 of the payload hashes of the rows written. */
 	uint8		checksum[RECONCILE_SHA256_LEN];
 
-	/* rules.c: the target's attached data-quality rules, or NULL. */
+	/* rules_attach.c: the target's attached data-quality rules, or NULL. */
 	struct BatchRules *rules;
 
 	/* A parallel read's shared sort, until batch.c releases it (stage.c). */

@@ -236,7 +236,7 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	Oid			types[19] = {TEXTOID, REGCLASSOID, TEXTOID, TEXTOID, JSONBOID,
 		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
 	TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID, JSONBOID};
-	bool		warnings_null;	/* rules.c: warn rule counts */
+	bool		warnings_null;	/* rules_attach.c: warn rule counts */
 	Jsonb	   *raw_objects;
 	Datum		objects;
 

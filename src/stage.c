@@ -382,7 +382,7 @@ stage_row(StageReader *r, TupleTableSlot *in)
 	}
 #undef REJECT
 
-	/* Data-quality rules (rules.c): a drop rule violated rejects the row. */
+	/* Data-quality rules (rules_attach.c): a drop rule violated rejects the row. */
 	if (b->rules != NULL)
 	{
 		const char **dropped;
@@ -613,7 +613,7 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 		fmgr_info(outfunc, &r->hash_out);
 		appendStringInfoString(sql, ", s.payload_hash");
 	}
-	/* Data-quality rules (rules.c): one boolean column per row rule. */
+	/* Data-quality rules (rules_attach.c): one boolean column per row rule. */
 	if (b->rules != NULL)
 		batch_rules_append_columns(b->rules, sql, (r->hash_pos > 0 ? r->hash_pos : 3 + r->ncols) + 1);
 	appendStringInfo(sql, " FROM %s AS s WHERE s.object_key::pg_catalog.text"
