@@ -18,7 +18,7 @@
 
 #include "jsonbuild.h"
 
-void
+static void
 jsonb_push_key(JsonbParseState **st, const char *key)
 {
 	JsonbValue	v;
