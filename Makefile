@@ -19,7 +19,7 @@ PG_CPPFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
 	-Wno-missing-field-initializers -Wno-cast-function-type
 
 # Payload hashes use OpenSSL's SHA-256 directly when the server was built
-# with OpenSSL (src/manifest.c); LIBS comes from PGXS's Makefile.global.
+# with OpenSSL (src/sha256.c); LIBS comes from PGXS's Makefile.global.
 SHLIB_LINK = $(filter -lcrypto,$(LIBS))
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)

@@ -15,29 +15,46 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_operator.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-#include "reconcile.h"
-#include "merge.h"
+#include "writers.h"
+
+/* The temporary table of winners and what was queued in it. */
+struct ApplyWriter
+{
+	TargetInfo *t;
+	const char *batch_id;		/* for messages */
+	char	   *name;			/* the temporary table, in pg_temp */
+	Relation	rel;
+	BulkInsertState bistate;
+	TupleTableSlot *slot;
+	int64		nactions[3];	/* insert, update, delete */
+};
 
 /* Columns: keys, version, deleted, hash, payload, action. */
-void
-apply_create(Merger *m)
+ApplyWriter *
+apply_create(TargetInfo *t, const char *batch_id)
 {
-	TargetInfo *t = m->t;
+	ApplyWriter *m = palloc0(sizeof(ApplyWriter));
 	StringInfoData sql;
 	TupleDesc	desc PG_USED_FOR_ASSERTS_ONLY;
 	Oid			relid;
 
-	m->apply_name = psprintf("reconcile_apply_%.16s", m->b->batch_id);
+	m->t = t;
+	m->batch_id = batch_id;
+	m->name = psprintf("reconcile_apply_%.16s", batch_id);
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "CREATE TEMPORARY TABLE pg_temp.%s (", quote_identifier(m->apply_name));
+	appendStringInfo(&sql, "CREATE TEMPORARY TABLE pg_temp.%s (", quote_identifier(m->name));
 	for (int i = 0; i < t->nkeys; i++)
 		appendStringInfo(&sql, "k%d %s, ", i + 1,
 						 format_type_extended(t->keys[i].typid, t->keys[i].typmod,
@@ -50,82 +67,80 @@ apply_create(Merger *m)
 											  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
 	appendStringInfoString(&sql, ", a pg_catalog.\"char\") ON COMMIT DROP");
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not create %s", m->apply_name);
+		elog(ERROR, "could not create %s", m->name);
 
-	relid = get_relname_relid(m->apply_name, LookupExplicitNamespace("pg_temp", false));
+	relid = get_relname_relid(m->name, LookupExplicitNamespace("pg_temp", false));
 	if (!OidIsValid(relid))
-		elog(ERROR, "could not find pg_temp.%s", m->apply_name);
-	m->apply = table_open(relid, RowExclusiveLock);
-	if (m->apply->rd_rel->relkind != RELKIND_RELATION)
-		elog(ERROR, "pg_temp.%s is not a table", m->apply_name);
-	desc = RelationGetDescr(m->apply);
+		elog(ERROR, "could not find pg_temp.%s", m->name);
+	m->rel = table_open(relid, RowExclusiveLock);
+	if (m->rel->rd_rel->relkind != RELKIND_RELATION)
+		elog(ERROR, "pg_temp.%s is not a table", m->name);
+	desc = RelationGetDescr(m->rel);
 	Assert(desc->natts == t->nkeys + 3 + t->npayload + 1);
-	m->apply_slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	m->slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
 	m->bistate = GetBulkInsertState();
+	return m;
 }
 
-/* Queue the group's winner (its first row) with an action. */
+/* Queue a winner with the action the statements take for it. */
 void
-apply_add(Merger *m, char action)
+apply_add(ApplyWriter *m, const Winner *winner, char action)
 {
 	TargetInfo *t = m->t;
-	TupleTableSlot *slot = m->apply_slot;
-	GroupRow   *w = &m->rows[0];
+	TupleTableSlot *slot = m->slot;
 	int			a = 0;
-	bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
 
 	ExecClearTuple(slot);
 	for (int i = 0; i < t->nkeys; i++, a++)
 	{
-		slot->tts_values[a] = m->values[SORT_ATT_FIRST_KEY - 1 + i];
+		slot->tts_values[a] = winner->keys[i];
 		slot->tts_isnull[a] = false;
 	}
-	SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
-	memcpy(VARDATA(h), w->hash, RECONCILE_SHA256_LEN);
-	slot->tts_values[a] = version_datum(t, w->version);
+	slot->tts_values[a] = winner->version;
 	slot->tts_isnull[a++] = false;
-	slot->tts_values[a] = BoolGetDatum(w->is_delete);
+	slot->tts_values[a] = BoolGetDatum(winner->tombstone);
 	slot->tts_isnull[a++] = false;
-	slot->tts_values[a] = PointerGetDatum(h);
+	slot->tts_values[a] = winner->hash;
 	slot->tts_isnull[a++] = false;
 	for (int i = 0; i < t->npayload; i++, a++)
 	{
-		slot->tts_values[a] = m->values[SORT_ATT_FIRST_KEY - 1 + t->nkeys + i];
-		slot->tts_isnull[a] = m->isnull[SORT_ATT_FIRST_KEY - 1 + t->nkeys + i];
+		slot->tts_values[a] = winner->payload[i];
+		slot->tts_isnull[a] = winner->payload_isnull[i];
 	}
 	slot->tts_values[a] = CharGetDatum(action);
 	slot->tts_isnull[a] = false;
 	ExecStoreVirtualTuple(slot);
-	table_tuple_insert(m->apply, slot, GetCurrentCommandId(true), 0, m->bistate);
+	table_tuple_insert(m->rel, slot, GetCurrentCommandId(true), 0, m->bistate);
+	m->nactions[action == ACTION_INSERT ? 0 : action == ACTION_UPDATE ? 1 : 2]++;
 }
 
 static void
-apply_check(Merger *m, const char *what, uint64 expected)
+apply_check(ApplyWriter *m, const char *what, uint64 expected)
 {
 	if (SPI_processed != expected)
 		ereport(ERROR,
 				(errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
 				 errmsg("batch %s expected its %s to write " UINT64_FORMAT " rows of table \"%s\", but it wrote " UINT64_FORMAT,
-						m->b->batch_id, what, expected, m->t->relname, SPI_processed),
+						m->batch_id, what, expected, m->t->relname, SPI_processed),
 				 errdetail("A trigger on the target skipped rows, or the target changed during the batch."),
 				 errhint("reconcile_batch refuses to commit a receipt that does not match the target; nothing was applied.")));
 }
 
 /* Write the queued winners to the target, with the caller's rights. */
 void
-apply_run(Merger *m)
+apply_run(ApplyWriter *m)
 {
 	TargetInfo *t = m->t;
 	StringInfoData cols,
 				sel,
 				keymatch,
 				set;
-	const char *tmp = psprintf("pg_temp.%s", quote_identifier(m->apply_name));
+	const char *tmp = psprintf("pg_temp.%s", quote_identifier(m->name));
 	char	   *sql;
 
-	ExecDropSingleTupleTableSlot(m->apply_slot);
+	ExecDropSingleTupleTableSlot(m->slot);
 	FreeBulkInsertState(m->bistate);
-	table_close(m->apply, NoLock);
+	table_close(m->rel, NoLock);
 	CommandCounterIncrement();
 
 	initStringInfo(&cols);
@@ -190,6 +205,6 @@ apply_run(Merger *m)
 		apply_check(m, "tombstone UPDATE", m->nactions[2]);
 	}
 	if (SPI_execute(psprintf("DROP TABLE %s", tmp), false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not drop %s", m->apply_name);
+		elog(ERROR, "could not drop %s", m->name);
 }
 

@@ -17,102 +17,19 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "tcop/utility.h"
-#include "pgstat.h"
 #include "storage/lmgr.h"
-#include "utils/backend_progress.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/snapmgr.h"
 #include "utils/tuplestore.h"
 
-#include "reconcile.h"
+#include "loader.h"
+#include "progress.h"
 #include "rules.h"
+#include "state.h"
 
 PG_FUNCTION_INFO_V1(reconcile_batch);
-
-/*
- * Progress goes through PostgreSQL's command progress reporting, which
- * extensions can only use under a built-in command type: a batch reports
- * as COPY, marked in parameter 7 so that reconcile.batch_progress can tell
- * its rows from a real COPY's.  Keep these numbers in step with the view.
- */
-#define PROGRESS_MAGIC			0x7265636f	/* "reco" */
-#define PROGRESS_PARAM_TUPLES	2	/* pg_stat_progress_copy.tuples_processed */
-#define PROGRESS_PARAM_MAGIC	6
-#define PROGRESS_PARAM_PHASE	7
-#define PROGRESS_PARAM_DONE		8
-#define PROGRESS_PARAM_TOTAL	9
-#define PROGRESS_PARAM_WORKERS	10
-
-static bool progress_active = false;
-
-/* reconcile.pause_at: the advisory lock a paused batch waits for. */
-#define PAUSE_LOCK_KEY INT64CONST(0x7265636f6e63696c)	/* "reconcil" */
-
-void
-pause_point(const char *name)
-{
-	if (reconcile_pause_at == NULL || strcmp(reconcile_pause_at, name) != 0)
-		return;
-	DirectFunctionCall1(pg_advisory_xact_lock_int8, Int64GetDatum(PAUSE_LOCK_KEY));
-}
-
-static void
-progress_start(BatchState *b)
-{
-	int64		total = 0;
-
-	if (pgstat_track_activities == false || MyBEEntry == NULL ||
-		MyBEEntry->st_progress_command != PROGRESS_COMMAND_INVALID)
-		return;
-	for (int i = 0; i < b->manifest->nentries; i++)
-		total += b->manifest->entries[i].rows;
-	pgstat_progress_start_command(PROGRESS_COMMAND_COPY, b->target->relid);
-	pgstat_progress_update_param(PROGRESS_PARAM_MAGIC, PROGRESS_MAGIC);
-	pgstat_progress_update_param(PROGRESS_PARAM_TOTAL, total);
-	progress_active = true;
-}
-
-static void
-progress_end(void)
-{
-	if (progress_active)
-		pgstat_progress_end_command();
-	progress_active = false;
-}
-
-void
-progress_phase(BatchPhase phase)
-{
-	if (progress_active)
-	{
-		const int	index[] = {PROGRESS_PARAM_PHASE, PROGRESS_PARAM_DONE, PROGRESS_PARAM_TUPLES};
-		const int64 value[] = {phase, 0, 0};
-
-		pgstat_progress_update_multi_param(3, index, value);
-	}
-}
-
-/* Parallel workers reading the staged rows with the batch's own process. */
-void
-progress_workers(int workers)
-{
-	if (progress_active)
-		pgstat_progress_update_param(PROGRESS_PARAM_WORKERS, workers);
-}
-
-void
-progress_rows(int64 done)
-{
-	if (progress_active)
-	{
-		const int	index[] = {PROGRESS_PARAM_DONE, PROGRESS_PARAM_TUPLES};
-		const int64 value[] = {done, done};
-
-		pgstat_progress_update_multi_param(2, index, value);
-	}
-}
 
 /*
  * A transaction-level advisory lock on the batch in its target: the
@@ -244,17 +161,23 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	receipt_check_objects(b);
-	b->rules = batch_rules_load(b->target->relid, b->staged);	/* rules.c */
-	progress_active = false;	/* an earlier batch may have failed */
-	progress_start(b);
+	b->rules = batch_rules_load(b->target->relid, b->staged);	/* rules_attach.c */
+	{
+		int64		total = 0;
+
+		for (int i = 0; i < b->manifest->nentries; i++)
+			total += b->manifest->entries[i].rows;
+		progress_start(b->target->relid, total);
+	}
 	progress_phase(PHASE_READING);
-	batch_rules_context_push(b);	/* rules.c: run-time errors mention the rules */
+	batch_rules_context_push(b);	/* rules_attach.c: run-time errors mention the rules */
 	stage_read(b);
 	batch_rules_context_pop(b);
 	check_row_counts(b);
-	batch_rules_gate(b);		/* rules.c: fail rules and dataset checks */
+	batch_rules_gate(b);		/* rules_attach.c: fail rules and dataset checks */
 	pause_point("staged");
 	merge_batch(b);
+	stage_release(b);			/* the parallel read's shared sort, now read */
 	pause_point("merged");
 	progress_phase(PHASE_RECEIPT);
 	receipt_write(b, source, cursor, manifest_arg, values, isnull);

@@ -830,7 +830,7 @@ diff_execute(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 	MemoryContextDelete(ex.tgt.headcxt);
 }
 
-Jsonb *
+static Jsonb *
 diff_column_counts_jsonb(DiffSpec *spec, DiffCounts *counts)
 {
 	JsonbParseState *st = NULL;

@@ -110,7 +110,6 @@ extern DiffSpec *diff_prepare(Oid source, Oid target, ArrayType *key_columns,
 							  Jsonb *options);
 extern void diff_execute(DiffSpec *spec, Tuplestorestate *findings,
 						 TupleDesc findings_desc, DiffCounts *counts);
-extern Jsonb *diff_column_counts_jsonb(DiffSpec *spec, DiffCounts *counts);
 extern int64 diff_findings_total(DiffCounts *counts);
 
 /* The summary's columns, in reconcile_diff_summary's order. */

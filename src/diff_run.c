@@ -34,8 +34,8 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
-#include "reconcile.h"
 #include "diff.h"
+#include "state.h"
 
 PG_FUNCTION_INFO_V1(reconcile_diff_run);
 

@@ -14,7 +14,9 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
 #include "access/nbtree.h"
+#include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/index.h"
 #include "executor/executor.h"
@@ -22,8 +24,39 @@
 #include "optimizer/optimizer.h"
 #include "rewrite/rewriteHandler.h"
 
-#include "reconcile.h"
-#include "merge.h"
+#include "loader.h"
+#include "writers.h"
+
+#define DIRECT_INSERT_ROWS 1000
+
+/* The direct path's executor state. */
+struct DirectWriter
+{
+	TargetInfo *t;
+	Relation	rel;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	TupleTableSlot *slot;		/* the new row, in the target's descriptor */
+	int			ndefaults;		/* columns a new row takes defaults for */
+	AttrNumber *default_atts;
+	ExprState **default_exprs;
+
+	EPQState	epq;			/* never used for rechecks: nothing runs concurrently */
+
+	/*
+	 * For updates, the unique indexes over key columns only, which need no
+	 * uniqueness check (see direct_open), and a copy of rri holding the
+	 * other indexes, which ExecInsertIndexTuples maintains as usual.
+	 */
+	int			nkeyindexes;
+	int		   *keyindexes;		/* positions in rri's index arrays */
+	ResultRelInfo *update_rri;
+
+	/* New keys go in as multi-row inserts, the way COPY writes. */
+	TupleTableSlot *inserts[DIRECT_INSERT_ROWS];
+	int			ninserts;
+	BulkInsertState bistate;
+};
 
 /* Whether the direct path may write this target. */
 bool
@@ -94,6 +127,7 @@ direct_open(TargetInfo *t)
 	TupleDesc	desc;
 	TupleDesc	slotdesc;
 
+	w->t = t;
 	w->rel = table_open(t->relid, NoLock);	/* locked by reconcile_batch */
 	desc = RelationGetDescr(w->rel);
 	w->estate = CreateExecutorState();
@@ -185,33 +219,28 @@ direct_close(DirectWriter *w)
 
 /* Fill the new row's key, version, deleted, hash and (optionally) payload. */
 static void
-direct_fill(Merger *m, TupleTableSlot *slot, bool with_payload)
+direct_fill(DirectWriter *w, const Winner *winner, TupleTableSlot *slot,
+			bool with_payload)
 {
-	TargetInfo *t = m->t;
-	GroupRow   *w = &m->rows[0];
-	bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
+	TargetInfo *t = w->t;
 
 	for (int i = 0; i < t->nkeys; i++)
 	{
-		slot->tts_values[t->keys[i].attnum - 1] = m->values[SORT_ATT_FIRST_KEY - 1 + i];
+		slot->tts_values[t->keys[i].attnum - 1] = winner->keys[i];
 		slot->tts_isnull[t->keys[i].attnum - 1] = false;
 	}
-	SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
-	memcpy(VARDATA(h), w->hash, RECONCILE_SHA256_LEN);
-	slot->tts_values[t->version.attnum - 1] = version_datum(t, w->version);
+	slot->tts_values[t->version.attnum - 1] = winner->version;
 	slot->tts_isnull[t->version.attnum - 1] = false;
-	slot->tts_values[t->deleted.attnum - 1] = BoolGetDatum(w->is_delete);
+	slot->tts_values[t->deleted.attnum - 1] = BoolGetDatum(winner->tombstone);
 	slot->tts_isnull[t->deleted.attnum - 1] = false;
-	slot->tts_values[t->hash.attnum - 1] = PointerGetDatum(h);
+	slot->tts_values[t->hash.attnum - 1] = winner->hash;
 	slot->tts_isnull[t->hash.attnum - 1] = false;
 	if (!with_payload)
 		return;
 	for (int i = 0; i < t->npayload; i++)
 	{
-		int			src = SORT_ATT_FIRST_KEY - 1 + t->nkeys + i;
-
-		slot->tts_values[t->payload[i].attnum - 1] = m->values[src];
-		slot->tts_isnull[t->payload[i].attnum - 1] = m->isnull[src];
+		slot->tts_values[t->payload[i].attnum - 1] = winner->payload[i];
+		slot->tts_isnull[t->payload[i].attnum - 1] = winner->payload_isnull[i];
 	}
 }
 
@@ -222,9 +251,8 @@ direct_fill(Merger *m, TupleTableSlot *slot, bool with_payload)
  * The direct path is only taken without triggers, so there are none to fire.
  */
 void
-direct_insert(Merger *m)
+direct_insert(DirectWriter *w, const Winner *winner)
 {
-	DirectWriter *w = m->direct;
 	TupleTableSlot *slot = w->inserts[w->ninserts];
 	ExprContext *econtext = GetPerTupleExprContext(w->estate);
 	TupleConstr *constr = RelationGetDescr(w->rel)->constr;
@@ -239,7 +267,7 @@ direct_insert(Merger *m)
 		slot->tts_values[a - 1] = ExecEvalExpr(w->default_exprs[i], econtext,
 											   &slot->tts_isnull[a - 1]);
 	}
-	direct_fill(m, slot, true);
+	direct_fill(w, winner, slot, true);
 	ExecStoreVirtualTuple(slot);
 	if (constr && constr->has_generated_stored)
 		ExecComputeStoredGenerated(w->rri, w->estate, slot, CMD_INSERT);
@@ -290,22 +318,22 @@ direct_update_row(DirectWriter *w, ItemPointer tid, TupleTableSlot *slot)
 	}
 }
 
-/* Update the row the probe found in place, by its TID. */
+/* Update the row the probe found (in found) in place, by its TID. */
 void
-direct_update(Merger *m, ProbePart *found)
+direct_update(DirectWriter *w, TupleTableSlot *found, const Winner *winner)
 {
-	DirectWriter *w = m->direct;
 	TupleTableSlot *slot = w->slot;
+
 	ResetPerTupleExprContext(w->estate);
 	ExecClearTuple(slot);
-	slot_getallattrs(found->slot);
-	memcpy(slot->tts_values, found->slot->tts_values,
+	slot_getallattrs(found);
+	memcpy(slot->tts_values, found->tts_values,
 		   sizeof(Datum) * slot->tts_tupleDescriptor->natts);
-	memcpy(slot->tts_isnull, found->slot->tts_isnull,
+	memcpy(slot->tts_isnull, found->tts_isnull,
 		   sizeof(bool) * slot->tts_tupleDescriptor->natts);
 	/* A tombstone keeps the row's last payload; only its state moves. */
-	direct_fill(m, slot, !m->rows[0].is_delete);
+	direct_fill(w, winner, slot, !winner->tombstone);
 	ExecStoreVirtualTuple(slot);
-	direct_update_row(w, &found->slot->tts_tid, slot);
+	direct_update_row(w, &found->tts_tid, slot);
 }
 

@@ -27,7 +27,6 @@
 #include "fmgr.h"
 #include "utils/lsyscache.h"
 
-#include "reconcile.h"
 
 PG_FUNCTION_INFO_V1(reconcile_forget_dropped);
 

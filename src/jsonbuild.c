@@ -16,9 +16,9 @@
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 
-#include "reconcile.h"
+#include "jsonbuild.h"
 
-void
+static void
 jsonb_push_key(JsonbParseState **st, const char *key)
 {
 	JsonbValue	v;

@@ -14,10 +14,6 @@
  */
 #include "postgres.h"
 
-#include "common/cryptohash.h"
-#ifdef USE_OPENSSL
-#include <openssl/evp.h>
-#endif
 #include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -28,7 +24,8 @@
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
-#include "reconcile.h"
+#include "manifest.h"
+#include "sha256.h"
 
 PG_FUNCTION_INFO_V1(reconcile_batch_id);
 PG_FUNCTION_INFO_V1(reconcile_canonical_manifest);
@@ -40,141 +37,6 @@ PG_FUNCTION_INFO_V1(reconcile_canonical_manifest);
 			 errmsg("invalid manifest entry %d", (n)), \
 			 errdetail(__VA_ARGS__), \
 			 errhint("Each manifest entry is an object with the fields object_key, version_id and content_hash (non-empty strings of at most 1024 bytes) and rows (a non-negative integer).")))
-
-/*
- * A SHA-256 context to digest many short texts with, one after another:
- * every staged row's payload is one.  With OpenSSL, the digest is fetched
- * once; pg_cryptohash_init would look it up again in OpenSSL's provider
- * store, under a lock, for every row (some 4% of a batch).  The OpenSSL
- * objects are freed with the memory context the context lives in, so an
- * error cannot leak them.
- */
-struct Sha256Ctx
-{
-#ifdef USE_OPENSSL
-	EVP_MD	   *md;
-	EVP_MD_CTX *evp;
-#else
-	pg_cryptohash_ctx *ctx;
-#endif
-	MemoryContextCallback free_cb;
-};
-
-static void
-sha256_free(void *arg)
-{
-	Sha256Ctx  *ctx = arg;
-
-#ifdef USE_OPENSSL
-	EVP_MD_CTX_free(ctx->evp);
-	EVP_MD_free(ctx->md);
-	ctx->evp = NULL;
-	ctx->md = NULL;
-#else
-	pg_cryptohash_free(ctx->ctx);
-	ctx->ctx = NULL;
-#endif
-}
-
-Sha256Ctx *
-reconcile_sha256_begin(void)
-{
-	Sha256Ctx  *ctx = palloc0(sizeof(Sha256Ctx));
-
-	ctx->free_cb.func = sha256_free;
-	ctx->free_cb.arg = ctx;
-	MemoryContextRegisterResetCallback(CurrentMemoryContext, &ctx->free_cb);
-#ifdef USE_OPENSSL
-	ctx->md = EVP_MD_fetch(NULL, "SHA256", NULL);
-	ctx->evp = EVP_MD_CTX_new();
-	if (ctx->md == NULL || ctx->evp == NULL)
-		elog(ERROR, "could not create SHA-256 context");
-#else
-	ctx->ctx = pg_cryptohash_create(PG_SHA256);
-	if (ctx->ctx == NULL)
-		elog(ERROR, "could not create SHA-256 context");
-#endif
-	return ctx;
-}
-
-static void
-sha256_init(Sha256Ctx *ctx)
-{
-#ifdef USE_OPENSSL
-	if (EVP_DigestInit_ex2(ctx->evp, ctx->md, NULL) != 1)
-		elog(ERROR, "could not compute SHA-256 digest");
-#else
-	if (pg_cryptohash_init(ctx->ctx) < 0)
-		elog(ERROR, "could not compute SHA-256 digest: %s",
-			 pg_cryptohash_error(ctx->ctx));
-#endif
-}
-
-static void
-sha256_update(Sha256Ctx *ctx, const void *data, size_t len)
-{
-#ifdef USE_OPENSSL
-	if (EVP_DigestUpdate(ctx->evp, data, len) != 1)
-		elog(ERROR, "could not compute SHA-256 digest");
-#else
-	if (pg_cryptohash_update(ctx->ctx, (const uint8 *) data, len) < 0)
-		elog(ERROR, "could not compute SHA-256 digest: %s",
-			 pg_cryptohash_error(ctx->ctx));
-#endif
-}
-
-static void
-sha256_final(Sha256Ctx *ctx, uint8 *digest)
-{
-#ifdef USE_OPENSSL
-	unsigned int dlen;
-
-	if (EVP_DigestFinal_ex(ctx->evp, digest, &dlen) != 1 ||
-		dlen != RECONCILE_SHA256_LEN)
-		elog(ERROR, "could not compute SHA-256 digest");
-#else
-	if (pg_cryptohash_final(ctx->ctx, digest, RECONCILE_SHA256_LEN) < 0)
-		elog(ERROR, "could not compute SHA-256 digest: %s",
-			 pg_cryptohash_error(ctx->ctx));
-#endif
-}
-
-void
-reconcile_sha256_with(Sha256Ctx *ctx, const void *data, size_t len, uint8 *digest)
-{
-	sha256_init(ctx);
-	sha256_update(ctx, data, len);
-	sha256_final(ctx, digest);
-}
-
-/* Free the OpenSSL objects now rather than with the memory context. */
-void
-reconcile_sha256_end(Sha256Ctx *ctx)
-{
-	sha256_free(ctx);
-}
-
-void
-reconcile_sha256(const void *data, size_t len, uint8 *digest)
-{
-	Sha256Ctx  *ctx = reconcile_sha256_begin();
-
-	reconcile_sha256_with(ctx, data, len, digest);
-	reconcile_sha256_end(ctx);
-}
-
-void
-reconcile_hex(const uint8 *bytes, int len, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-
-	for (int i = 0; i < len; i++)
-	{
-		out[2 * i] = digits[bytes[i] >> 4];
-		out[2 * i + 1] = digits[bytes[i] & 0x0f];
-	}
-	out[2 * len] = '\0';
-}
 
 /*
  * Object keys and version ids are indexed in reconcile.batch_objects; a
@@ -398,14 +260,14 @@ write_canonical(const Manifest *m, StringInfo buf, Sha256Ctx *sha)
 		appendStringInfo(buf, ",\"rows\":" INT64_FORMAT "}", e->rows);
 		if (sha != NULL && buf->len >= CANONICAL_PIECE)
 		{
-			sha256_update(sha, buf->data, buf->len);
+			reconcile_sha256_update(sha, buf->data, buf->len);
 			resetStringInfo(buf);
 		}
 	}
 	appendStringInfoChar(buf, ']');
 	if (sha != NULL)
 	{
-		sha256_update(sha, buf->data, buf->len);
+		reconcile_sha256_update(sha, buf->data, buf->len);
 		resetStringInfo(buf);
 	}
 }
@@ -470,9 +332,9 @@ manifest_parse(Jsonb *jb)
 
 	initStringInfo(&buf);
 	sha = reconcile_sha256_begin();
-	sha256_init(sha);
+	reconcile_sha256_init(sha);
 	write_canonical(m, &buf, sha);
-	sha256_final(sha, digest);
+	reconcile_sha256_final(sha, digest);
 	reconcile_sha256_end(sha);
 	pfree(buf.data);
 	reconcile_hex(digest, RECONCILE_SHA256_LEN, m->batch_id);

@@ -30,34 +30,80 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 
-#include "reconcile.h"
-#include "merge.h"
+#include "loader.h"
+#include "payload.h"
+#include "probe.h"
+#include "progress.h"
+#include "state.h"
+#include "writers.h"
+
+/* One staged row of the current key, as the sort delivered it. */
+typedef struct GroupRow
+{
+	int32		obj;
+	int64		source_row;
+	bool		is_delete;
+	int64		version;
+	uint8		hash[RECONCILE_SHA256_LEN];
+} GroupRow;
+
+typedef struct Merger
+{
+	BatchState *b;
+	TargetInfo *t;
+	MemoryContext groupcxt;
+
+	/* The current key's rows. */
+	Datum	   *values;			/* first row's sort tuple, copied */
+	bool	   *isnull;
+	GroupRow   *rows;
+	int			nrows;
+	int			maxrows;
+
+	FmgrInfo   *key_eq;			/* equality of each key column */
+
+	Probe	   *probe;
+	Probe	   *latest;			/* REPEATABLE READ: catches concurrent inserts */
+
+	StateBuffer *conflicts;
+	int64		nconflicts;
+	StringInfoData named;		/* conflicts named in an 'abort' error */
+
+	DirectWriter *direct;		/* one of the two writers */
+	ApplyWriter *apply;
+} Merger;
 
 /* How many conflicts an 'abort' error names. */
 #define CONFLICTS_NAMED 5
 
-Datum
-version_datum(TargetInfo *t, int64 v)
-{
-	return t->version.typid == INT8OID ? Int64GetDatum(v) :
-		t->version.typid == INT4OID ? Int32GetDatum((int32) v) : Int16GetDatum((int16) v);
-}
-
-/* Write the group's winner, or queue it for the general path. */
+/*
+ * Hand the group's winner (its first row) to the writer: the key and
+ * payload point into the group's copy of the sort tuple.
+ */
 static void
-write_winner(Merger *m, ProbePart *found)
+write_winner(Merger *m, TupleTableSlot *found)
 {
 	GroupRow   *w = &m->rows[0];
-	char		action = found == NULL ? ACTION_INSERT :
-		w->is_delete ? ACTION_DELETE : ACTION_UPDATE;
+	int			first_payload = SORT_ATT_FIRST_KEY - 1 + m->t->nkeys;
+	Winner		winner;
+	bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
 
-	if (m->direct == NULL)
-		apply_add(m, action);
+	SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
+	memcpy(VARDATA(h), w->hash, RECONCILE_SHA256_LEN);
+	winner.keys = &m->values[SORT_ATT_FIRST_KEY - 1];
+	winner.payload = &m->values[first_payload];
+	winner.payload_isnull = &m->isnull[first_payload];
+	winner.version = version_datum(m->t, w->version);
+	winner.tombstone = w->is_delete;
+	winner.hash = PointerGetDatum(h);
+
+	if (m->apply != NULL)
+		apply_add(m->apply, &winner, found == NULL ? ACTION_INSERT :
+				  w->is_delete ? ACTION_DELETE : ACTION_UPDATE);
 	else if (found == NULL)
-		direct_insert(m);
+		direct_insert(m->direct, &winner);
 	else
-		direct_update(m, found);
-	m->nactions[action == ACTION_INSERT ? 0 : action == ACTION_UPDATE ? 1 : 2]++;
+		direct_update(m->direct, found, &winner);
 
 	/* The receipt's checksum: sum of the written payload hashes mod 2^256. */
 	{
@@ -139,7 +185,7 @@ merge_group(Merger *m)
 	Datum	   *keys = &m->values[SORT_ATT_FIRST_KEY - 1];
 	GroupRow   *w = &m->rows[0];
 	bool		conflict = false;
-	ProbePart  *found;
+	TupleTableSlot *found;
 	int64		tversion = 0;
 	bytea	   *thash = NULL;
 	Disposition first;
@@ -314,7 +360,7 @@ merge_batch(BatchState *b)
 	if (direct_allowed(m.t))
 		m.direct = direct_open(m.t);
 	else
-		apply_create(&m);
+		m.apply = apply_create(m.t, b->batch_id);
 
 	progress_phase(PHASE_SORTING);
 	tuplesort_performsort(b->sort);
@@ -343,7 +389,6 @@ merge_batch(BatchState *b)
 	ExecDropSingleTupleTableSlot(slot);
 	tuplesort_end(b->sort);
 	b->sort = NULL;
-	stage_release(b);
 
 	probe_close(m.probe);
 	if (m.latest)
@@ -363,7 +408,7 @@ merge_batch(BatchState *b)
 	else
 	{
 		progress_phase(PHASE_APPLYING);
-		apply_run(&m);
+		apply_run(m.apply);
 	}
 	MemoryContextDelete(m.groupcxt);
 }

@@ -12,13 +12,55 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/nbtree.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "catalog/partition.h"
 #include "catalog/pg_inherits.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 
-#include "reconcile.h"
-#include "merge.h"
+#include "probe.h"
+
+/* The target's key index, per leaf partition for a partitioned target. */
+typedef struct ProbePart
+{
+	Relation	heap;
+	Relation	index;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	AttrNumber	version_attnum;
+	AttrNumber	hash_attnum;
+} ProbePart;
+
+typedef struct Probe
+{
+	int			nparts;
+	ProbePart  *parts;
+	Snapshot	snapshot;
+	ScanKeyData *skeys;
+
+	/*
+	 * Walking: keys arrive in the index's order, so instead of descending
+	 * the btree for every key, one scan steps forward through the index
+	 * alongside the batch and descends again only across a gap of more than
+	 * WALK_MAX_STEPS entries.  Used for a single-column key on a plain table.
+	 */
+	bool		walk;
+	bool		positioned;
+	bool		exhausted;		/* the scan ran off the end of the index */
+	FmgrInfo	cmp;			/* btree comparison of the key's type */
+	Oid			ge_proc;
+	Oid			collation;
+
+	/* Index scans allocate lazily: never in a key's short-lived context. */
+	MemoryContext cxt;
+} Probe;
+
+#define WALK_MAX_STEPS 64
 
 Probe *
 probe_open(TargetInfo *t, Snapshot snapshot, bool walk)
@@ -168,18 +210,19 @@ probe_read(ProbePart *part, TargetInfo *t, int64 *version, bytea **hash)
 /*
  * Find the target row of a key; returns NULL if there is none.  The
  * existing hash is copied into *hash (NULL when the row has none).  The
- * row stays in the returned part's slot until the next probe.
+ * row stays in the returned slot until the next probe.
  */
-ProbePart *
+TupleTableSlot *
 probe_find(Probe *p, TargetInfo *t, Datum *keys, int64 *version, bytea **hash)
 {
 	MemoryContext caller = MemoryContextSwitchTo(p->cxt);
 	ProbePart  *found = probe_locate(p, t, keys);
 
 	MemoryContextSwitchTo(caller);
-	if (found != NULL)
-		probe_read(found, t, version, hash);
-	return found;
+	if (found == NULL)
+		return NULL;
+	probe_read(found, t, version, hash);
+	return found->slot;
 }
 
 /* The part whose slot now holds the key's row, or NULL. */

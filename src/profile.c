@@ -45,6 +45,7 @@
 #include "utils/rel.h"
 #include "utils/typcache.h"
 
+#include "receiver.h"
 #include "rules.h"
 
 PG_FUNCTION_INFO_V1(reconcile_discover_rules);

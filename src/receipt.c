@@ -7,9 +7,8 @@
  * source's cursor, all in the transaction that merged it.  A manifest
  * whose batch id has a receipt for the same target is a replay and gets
  * the stored receipt back; the same manifest may be committed into other
- * targets, each with its receipt.  The state tables
- * are written as their owner (see target.c), set-based: rows are buffered
- * in arrays and inserted with one INSERT ... SELECT FROM unnest(...).
+ * targets, each with its receipt.  The state tables are written as their
+ * owner, set-based (see state.c).
  */
 #include "postgres.h"
 
@@ -29,101 +28,10 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "reconcile.h"
+#include "jsonbuild.h"
+#include "loader.h"
 #include "rules.h"
-
-/*
- * A buffer is written out at this many rows or this many bytes of values,
- * whichever comes first: its memory stays bounded however wide the rows
- * (a conflict keeps both payloads) and however many the batch has.
- */
-#define STATE_BUFFER_ROWS 10000
-#define STATE_BUFFER_BYTES (256 * 1024)
-
-struct StateBuffer
-{
-	const char *sql;
-	int			ncolumns;
-	Oid		   *types;
-	Oid		   *array_types;
-	int16	   *typlens;
-	bool	   *typbyvals;
-	MemoryContext cxt;
-	ArrayBuildState **columns;
-	int			nrows;
-	Size		bytes;			/* of the values held */
-};
-
-static void
-state_buffer_reset(StateBuffer *buf)
-{
-	MemoryContextReset(buf->cxt);
-	buf->columns = MemoryContextAlloc(buf->cxt, sizeof(ArrayBuildState *) * buf->ncolumns);
-	for (int i = 0; i < buf->ncolumns; i++)
-		buf->columns[i] = initArrayResult(buf->types[i], buf->cxt, false);
-	buf->nrows = 0;
-	buf->bytes = 0;
-}
-
-/*
- * A buffer for one state table.  insert_sql takes one array parameter per
- * column, in order.
- */
-StateBuffer *
-state_buffer_create(const char *insert_sql, int ncolumns, const Oid *types)
-{
-	StateBuffer *buf = palloc0(sizeof(StateBuffer));
-
-	buf->sql = insert_sql;
-	buf->ncolumns = ncolumns;
-	buf->types = palloc(sizeof(Oid) * ncolumns);
-	buf->array_types = palloc(sizeof(Oid) * ncolumns);
-	buf->typlens = palloc(sizeof(int16) * ncolumns);
-	buf->typbyvals = palloc(sizeof(bool) * ncolumns);
-	for (int i = 0; i < ncolumns; i++)
-	{
-		buf->types[i] = types[i];
-		buf->array_types[i] = get_array_type(types[i]);
-		get_typlenbyval(types[i], &buf->typlens[i], &buf->typbyvals[i]);
-	}
-	buf->cxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile state buffer",
-									 ALLOCSET_DEFAULT_SIZES);
-	state_buffer_reset(buf);
-	return buf;
-}
-
-void
-state_buffer_add(StateBuffer *buf, const Datum *values, const bool *isnull)
-{
-	for (int i = 0; i < buf->ncolumns; i++)
-	{
-		accumArrayResult(buf->columns[i], values[i], isnull[i], buf->types[i], buf->cxt);
-		if (!isnull[i])
-			buf->bytes += datumGetSize(values[i], buf->typbyvals[i], buf->typlens[i]);
-	}
-	if (++buf->nrows >= STATE_BUFFER_ROWS || buf->bytes >= STATE_BUFFER_BYTES)
-		state_buffer_flush(buf);
-}
-
-void
-state_buffer_flush(StateBuffer *buf)
-{
-	Datum	   *args;
-	StateUser	su;
-
-	if (buf->nrows == 0)
-		return;
-	/* The arrays live in the buffer's context, reset below: no leak per flush. */
-	args = MemoryContextAlloc(buf->cxt, sizeof(Datum) * buf->ncolumns);
-	for (int i = 0; i < buf->ncolumns; i++)
-		args[i] = makeArrayResult(buf->columns[i], buf->cxt);
-	state_user_enter(&su);
-	if (SPI_execute_with_args(buf->sql, buf->ncolumns, buf->array_types, args,
-							  NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not write reconcile state: %s", buf->sql);
-	state_user_leave(&su);
-	state_buffer_reset(buf);
-}
+#include "state.h"
 
 /*
  * Under REPEATABLE READ or SERIALIZABLE the transaction may not see a
@@ -328,7 +236,7 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	Oid			types[19] = {TEXTOID, REGCLASSOID, TEXTOID, TEXTOID, JSONBOID,
 		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
 	TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID, JSONBOID};
-	bool		warnings_null;	/* rules.c: warn rule counts */
+	bool		warnings_null;	/* rules_attach.c: warn rule counts */
 	Jsonb	   *raw_objects;
 	Datum		objects;
 

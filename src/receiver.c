@@ -9,7 +9,7 @@
  */
 #include "postgres.h"
 
-#include "reconcile.h"
+#include "receiver.h"
 
 static void
 receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)

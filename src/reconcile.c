@@ -2,12 +2,15 @@
  * reconcile.c
  *		Module entry point: wires up the extension's settings.
  *
- * Everything else lives in a file named for its job.  The loader:
- * batch.c (reconcile_batch, progress), manifest.c (parse, canonicalise,
- * digest), target.c (registration and privileges), stage.c (cast, reject,
- * hash staged rows), merge.c (the pass: conflicts and winners), probe.c
- * (finding target rows), direct.c and apply.c (the two write paths),
- * receipt.c (receipts, cursors and replay).  The reconciliation diff:
+ * Everything else lives in a file named for its job.  The loader (see
+ * loader.h): batch.c (reconcile_batch), manifest.c (parse, canonicalise),
+ * sha256.c (digests), target.c (registration and privileges), stage.c
+ * (cast, reject, sort staged rows), payload.c (the payload hash's and the
+ * key's canonical forms), merge.c (the pass: conflicts and winners),
+ * probe.c (finding target rows), direct.c and apply.c (the two write
+ * paths, see writers.h), receipt.c (receipts, cursors and replay),
+ * progress.c (progress and pause points) and state.c (writing the state
+ * tables as their owner).  The reconciliation diff:
  * diff_prepare.c, diff.c and diff_run.c (see diff.h).  Data-quality rules:
  * rules.c, rules_check.c and rules_attach.c (see rules.h).
  */
@@ -16,12 +19,12 @@
 #include "fmgr.h"
 #include "utils/guc.h"
 
-#include "reconcile.h"
+#include "loader.h"
+#include "progress.h"
 
 PG_MODULE_MAGIC;
 
 int			reconcile_write_path = WRITE_PATH_AUTO;
-char	   *reconcile_pause_at = NULL;
 
 static const struct config_enum_entry write_path_options[] = {
 	{"auto", WRITE_PATH_AUTO, false},

@@ -34,7 +34,6 @@
 #include "utils/lsyscache.h"
 #include "utils/plancache.h"
 
-#include "reconcile.h"
 #include "rules.h"
 
 const char *const rule_severity_names[] = {"fail", "warn", "drop", "dataset_check"};

@@ -15,8 +15,6 @@
 #include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 
-#include "reconcile.h"
-
 typedef enum RuleSeverity
 {
 	RULE_FAIL,
@@ -95,14 +93,15 @@ extern void rule_eval_end(RuleEval *ev);
 /* ---- rules_attach.c: loader hooks (called from stage.c, batch.c, receipt.c) ---- */
 
 typedef struct BatchRules BatchRules;
+struct BatchState;				/* loader.h: the hooks take the batch whole */
 
 extern BatchRules *batch_rules_load(Oid target, Oid staged);
-extern void batch_rules_context_push(BatchState *b);
-extern void batch_rules_context_pop(BatchState *b);
+extern void batch_rules_context_push(struct BatchState *b);
+extern void batch_rules_context_pop(struct BatchState *b);
 extern void batch_rules_append_columns(BatchRules *br, StringInfo sql, int firstpos);
 extern int	batch_rules_row(BatchRules *br, TupleTableSlot *row, bool rejected,
 							const char ***dropped);
-extern void batch_rules_gate(BatchState *b);
+extern void batch_rules_gate(struct BatchState *b);
 extern Datum batch_rules_warnings(BatchRules *br, bool *isnull);
 
 #endif							/* RECONCILE_RULES_H */

@@ -48,8 +48,9 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
-#include "reconcile.h"
+#include "loader.h"
 #include "rules.h"
+#include "state.h"
 
 PG_FUNCTION_INFO_V1(reconcile_set_rules);
 

@@ -40,7 +40,7 @@
 #include "utils/resowner.h"
 #include "utils/tuplestore.h"
 
-#include "reconcile.h"
+#include "receiver.h"
 #include "rules.h"
 
 PG_FUNCTION_INFO_V1(reconcile_check);

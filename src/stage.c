@@ -9,18 +9,8 @@
  * goes no further.  The others are cast to the target's types, given their
  * payload hash and fed to a tuplesort (key, version descending, object,
  * source row), which stays within work_mem and spills beyond it; merge.c
- * reads the sorted stream.
- *
- * The payload hash is the SHA-256 of the JSON text
- *		[v1,v2,...,vn,deleted]
- * where v1..vn are the payload columns in the target's column order, each
- * a JSON string holding the value's PostgreSQL text form (or null), and
- * deleted is true for a DELETE and false for an UPSERT.  Text forms are
- * produced with DateStyle ISO, TimeZone UTC, IntervalStyle postgres,
- * extra_float_digits 1 and bytea_output hex whatever the session says, and
- * object names (regclass and the other reg* types) with search_path
- * pg_catalog, so schema-qualified: the same payload has the same hash in
- * every session.
+ * reads the sorted stream.  The payload hash's canonical form is
+ * payload.c's.
  */
 #include "postgres.h"
 
@@ -41,11 +31,7 @@
 #include "storage/sharedfileset.h"
 #include "storage/shm_toc.h"
 #include "tcop/pquery.h"
-#include "pgtime.h"
 #include "utils/builtins.h"
-#include "utils/bytea.h"
-#include "utils/datetime.h"
-#include "utils/float.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -54,8 +40,12 @@
 #include "utils/sharedtuplestore.h"
 #include "utils/snapmgr.h"
 
-#include "reconcile.h"
+#include "loader.h"
+#include "payload.h"
+#include "progress.h"
+#include "receiver.h"
 #include "rules.h"
+#include "state.h"
 
 const char *const disposition_names[DISP_COUNT] = {
 	"inserted", "updated", "deleted", "unchanged", "stale", "duplicates",
@@ -104,171 +94,6 @@ typedef struct StageReader
 	pg_atomic_uint64 *shared_nread;
 	int64		nread_shared;	/* how many of nread were added to it */
 } StageReader;
-
-/* ---- canonical text forms for hashing ---- */
-
-typedef struct OutputSettings
-{
-	int			date_style;
-	int			date_order;
-	int			interval_style;
-	int			float_digits;
-	int			bytea;
-	pg_tz	   *tz;
-} OutputSettings;
-
-static void
-output_settings_pin(OutputSettings *saved)
-{
-	static pg_tz *utc = NULL;
-
-	if (utc == NULL)
-		utc = pg_tzset("UTC");
-	saved->date_style = DateStyle;
-	saved->date_order = DateOrder;
-	saved->interval_style = IntervalStyle;
-	saved->float_digits = extra_float_digits;
-	saved->bytea = bytea_output;
-	saved->tz = session_timezone;
-	DateStyle = USE_ISO_DATES;
-	DateOrder = DATEORDER_YMD;
-	IntervalStyle = INTSTYLE_POSTGRES;
-	extra_float_digits = 1;
-	bytea_output = BYTEA_OUTPUT_HEX;
-	session_timezone = utc;
-}
-
-static void
-output_settings_restore(OutputSettings *saved)
-{
-	DateStyle = saved->date_style;
-	DateOrder = saved->date_order;
-	IntervalStyle = saved->interval_style;
-	extra_float_digits = saved->float_digits;
-	bytea_output = saved->bytea;
-	session_timezone = saved->tz;
-}
-
-/*
- * Append str as a JSON string, byte for byte what escape_json writes, but
- * copying the runs between characters to escape at once rather than one
- * character at a time: every payload value of every staged row goes
- * through here.
- */
-static void
-append_json_string(StringInfo buf, const char *str)
-{
-	const char *run = str;
-	const char *p;
-
-	appendStringInfoChar(buf, '"');
-	for (p = str; *p; p++)
-	{
-		unsigned char c = (unsigned char) *p;
-
-		if (c >= ' ' && c != '"' && c != '\\')
-			continue;
-		appendBinaryStringInfo(buf, run, p - run);
-		run = p + 1;
-		switch (c)
-		{
-			case '\b':
-				appendStringInfoString(buf, "\\b");
-				break;
-			case '\f':
-				appendStringInfoString(buf, "\\f");
-				break;
-			case '\n':
-				appendStringInfoString(buf, "\\n");
-				break;
-			case '\r':
-				appendStringInfoString(buf, "\\r");
-				break;
-			case '\t':
-				appendStringInfoString(buf, "\\t");
-				break;
-			case '"':
-				appendStringInfoString(buf, "\\\"");
-				break;
-			case '\\':
-				appendStringInfoString(buf, "\\\\");
-				break;
-			default:
-				appendStringInfo(buf, "\\u%04x", (int) c);
-				break;
-		}
-	}
-	appendBinaryStringInfo(buf, run, p - run);
-	appendStringInfoChar(buf, '"');
-}
-
-void
-payload_hash_compute(TargetInfo *t, Datum *values, bool *isnull,
-					 bool is_delete, Sha256Ctx *sha, uint8 *digest)
-{
-	StringInfoData buf;
-	OutputSettings saved;
-
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '[');
-	output_settings_pin(&saved);
-	if (t->payload_names_objects)
-	{
-		OverrideSearchPath path = {NIL, true, false, 0};
-
-		PushOverrideSearchPath(&path);
-	}
-	PG_TRY();
-	{
-		for (int i = 0; i < t->npayload; i++)
-		{
-			if (isnull[i])
-				appendStringInfoString(&buf, "null");
-			else
-				append_json_string(&buf, OutputFunctionCall(&t->payload[i].out, values[i]));
-			appendStringInfoChar(&buf, ',');
-		}
-	}
-	PG_FINALLY();
-	{
-		output_settings_restore(&saved);
-		if (t->payload_names_objects)
-			PopOverrideSearchPath();
-	}
-	PG_END_TRY();
-	appendStringInfoString(&buf, is_delete ? "true]" : "false]");
-	reconcile_sha256_with(sha, buf.data, buf.len, digest);
-	pfree(buf.data);
-}
-
-/* The key as a JSON object: numbers and booleans as such, the rest as text. */
-char *
-key_to_json(TargetInfo *t, Datum *values)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
-	for (int i = 0; i < t->nkeys; i++)
-	{
-		TargetColumn *k = &t->keys[i];
-		char	   *text = OutputFunctionCall(&k->out, values[i]);
-
-		if (i > 0)
-			appendStringInfoChar(&buf, ',');
-		escape_json(&buf, k->name);
-		appendStringInfoChar(&buf, ':');
-		if (k->typid == INT2OID || k->typid == INT4OID || k->typid == INT8OID ||
-			(k->typid == NUMERICOID && strspn(text, "-0123456789.") == strlen(text)))
-			appendStringInfoString(&buf, text);
-		else if (k->typid == BOOLOID)
-			appendStringInfoString(&buf, text[0] == 't' ? "true" : "false");
-		else
-			escape_json(&buf, text);
-	}
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
-}
 
 /* ---- casting with rejects ---- */
 
@@ -557,7 +382,7 @@ stage_row(StageReader *r, TupleTableSlot *in)
 	}
 #undef REJECT
 
-	/* Data-quality rules (rules.c): a drop rule violated rejects the row. */
+	/* Data-quality rules (rules_attach.c): a drop rule violated rejects the row. */
 	if (b->rules != NULL)
 	{
 		const char **dropped;
@@ -788,7 +613,7 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 		fmgr_info(outfunc, &r->hash_out);
 		appendStringInfoString(sql, ", s.payload_hash");
 	}
-	/* Data-quality rules (rules.c): one boolean column per row rule. */
+	/* Data-quality rules (rules_attach.c): one boolean column per row rule. */
 	if (b->rules != NULL)
 		batch_rules_append_columns(b->rules, sql, (r->hash_pos > 0 ? r->hash_pos : 3 + r->ncols) + 1);
 	appendStringInfo(sql, " FROM %s AS s WHERE s.object_key::pg_catalog.text"
@@ -870,7 +695,7 @@ rejects_buffer_create(void)
  * The sort's shared state lives in a segment of its own, not in the
  * parallel context's: the leader's merge is read while the batch writes
  * the target, which must happen after parallel mode has ended and the
- * context is gone.  merge.c detaches it (stage_release).
+ * context is gone.  batch.c detaches it after the merge (stage_release).
  */
 #define STAGE_KEY_PARAMS	UINT64CONST(0x7265636f00000001)
 #define STAGE_KEY_OBJECTS	UINT64CONST(0x7265636f00000002)

@@ -6,8 +6,8 @@
  * its key must be backed by a unique index, which both the merge's probes
  * and the version-monotonic upsert rely on.  Functions run with the
  * caller's rights.  The state tables in schema reconcile are written on
- * the caller's behalf by switching to their owner, only after the caller's
- * own rights on the target have been checked.
+ * the caller's behalf by switching to their owner (state.c), only after
+ * the caller's own rights on the target have been checked here.
  */
 #include "postgres.h"
 
@@ -37,47 +37,11 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "reconcile.h"
+#include "target.h"
+#include "state.h"
 
 PG_FUNCTION_INFO_V1(reconcile_register);
 PG_FUNCTION_INFO_V1(reconcile_unregister);
-
-/* The state tables are owned by whoever owns schema reconcile. */
-static Oid
-state_owner(void)
-{
-	Oid			nsp = get_namespace_oid("reconcile", false);
-	HeapTuple	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for schema %u", nsp);
-	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
-void
-state_user_enter(StateUser *saved)
-{
-	GetUserIdAndSecContext(&saved->save_userid, &saved->save_sec_context);
-	SetUserIdAndSecContext(state_owner(),
-						   saved->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-}
-
-void
-state_user_leave(StateUser *saved)
-{
-	SetUserIdAndSecContext(saved->save_userid, saved->save_sec_context);
-}
-
-char *
-relation_display_name(Oid relid)
-{
-	char	   *name = get_rel_name(relid);
-
-	return name ? name : psprintf("%u", relid);
-}
 
 static void
 check_not_null_arg(FunctionCallInfo fcinfo, int argno, const char *name)
@@ -590,33 +554,6 @@ target_lock(Oid relid, int mode, TargetLockFor purpose)
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, relation_display_name(relid));
 }
 
-/*
- * Run a read-only query on the state tables as their owner, with a
- * snapshot taken now: after the caller's lock was granted, so that a
- * registration committed while it waited is seen, in READ COMMITTED as in
- * REPEATABLE READ (the statement's and the transaction's snapshots may
- * predate the wait).  The registration is thus read as current as the
- * system catalogs it is resolved against.
- */
-void
-state_read_latest(const char *sql, Oid relid, long tcount)
-{
-	StateUser	su;
-	Oid			argtype = REGCLASSOID;
-	Datum		arg = ObjectIdGetDatum(relid);
-	SPIPlanPtr	plan;
-
-	state_user_enter(&su);
-	plan = SPI_prepare(sql, 1, &argtype);
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	if (SPI_execute_snapshot(plan, &arg, NULL, GetLatestSnapshot(), InvalidSnapshot,
-							 true, false, tcount) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the reconcile state tables");
-	SPI_freeplan(plan);
-	state_user_leave(&su);
-}
-
 /* Whether a target is registered; the caller holds its lock (target_lock). */
 bool
 target_is_registered(Oid relid)
@@ -954,4 +891,12 @@ reconcile_unregister(PG_FUNCTION_ARGS)
 						relation_display_name(relid))));
 	SPI_finish();
 	PG_RETURN_VOID();
+}
+
+/* A version, as the batch carries it (int8), in the version column's type. */
+Datum
+version_datum(TargetInfo *t, int64 v)
+{
+	return t->version.typid == INT8OID ? Int64GetDatum(v) :
+		t->version.typid == INT4OID ? Int32GetDatum((int32) v) : Int16GetDatum((int16) v);
 }

@@ -1,0 +1,17 @@
+/*
+ * jsonbuild.h
+ *		Building jsonb values with pushJsonbValue (jsonbuild.c).
+ */
+#ifndef RECONCILE_JSONBUILD_H
+#define RECONCILE_JSONBUILD_H
+
+#include "utils/jsonb.h"
+
+extern void jsonb_push_string_field(JsonbParseState **st, const char *key, const char *value);
+extern void jsonb_push_int64_field(JsonbParseState **st, const char *key, int64 value);
+typedef struct JsonbArrayBuilder JsonbArrayBuilder;
+extern JsonbArrayBuilder *jsonb_array_begin(int nelems);
+extern void jsonb_array_add(JsonbArrayBuilder *ab, const Jsonb *elem);
+extern Jsonb *jsonb_array_end(JsonbArrayBuilder *ab);
+
+#endif							/* RECONCILE_JSONBUILD_H */

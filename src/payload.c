@@ -1,0 +1,199 @@
+/*
+ * payload.c
+ *		The documented canonical forms of a staged row: the payload hash's
+ *		text and the key as JSON.
+ *
+ * The payload hash is the SHA-256 of the JSON text
+ *		[v1,v2,...,vn,deleted]
+ * where v1..vn are the payload columns in the target's column order, each
+ * a JSON string holding the value's PostgreSQL text form (or null), and
+ * deleted is true for a DELETE and false for an UPSERT.  Text forms are
+ * produced with DateStyle ISO, TimeZone UTC, IntervalStyle postgres,
+ * extra_float_digits 1 and bytea_output hex whatever the session says, and
+ * object names (regclass and the other reg* types) with search_path
+ * pg_catalog, so schema-qualified: the same payload has the same hash in
+ * every session.
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "pgtime.h"
+#include "utils/builtins.h"
+#include "utils/bytea.h"
+#include "utils/datetime.h"
+#include "utils/float.h"
+#include "utils/json.h"
+
+#include "payload.h"
+
+typedef struct OutputSettings
+{
+	int			date_style;
+	int			date_order;
+	int			interval_style;
+	int			float_digits;
+	int			bytea;
+	pg_tz	   *tz;
+} OutputSettings;
+
+/*
+ * The settings are assigned directly and put back in a PG_FINALLY rather
+ * than through set_config_option and a GUC nest level, as postgres_fdw's
+ * set_transmission_modes does: this runs for every staged row, and the GUC
+ * machinery's cost per call would show in a batch's time.
+ */
+static void
+output_settings_pin(OutputSettings *saved)
+{
+	static pg_tz *utc = NULL;
+
+	if (utc == NULL)
+		utc = pg_tzset("UTC");
+	saved->date_style = DateStyle;
+	saved->date_order = DateOrder;
+	saved->interval_style = IntervalStyle;
+	saved->float_digits = extra_float_digits;
+	saved->bytea = bytea_output;
+	saved->tz = session_timezone;
+	DateStyle = USE_ISO_DATES;
+	DateOrder = DATEORDER_YMD;
+	IntervalStyle = INTSTYLE_POSTGRES;
+	extra_float_digits = 1;
+	bytea_output = BYTEA_OUTPUT_HEX;
+	session_timezone = utc;
+}
+
+static void
+output_settings_restore(OutputSettings *saved)
+{
+	DateStyle = saved->date_style;
+	DateOrder = saved->date_order;
+	IntervalStyle = saved->interval_style;
+	extra_float_digits = saved->float_digits;
+	bytea_output = saved->bytea;
+	session_timezone = saved->tz;
+}
+
+/*
+ * Append str as a JSON string, byte for byte what escape_json writes, but
+ * copying the runs between characters to escape at once rather than one
+ * character at a time: every payload value of every staged row goes
+ * through here.
+ */
+static void
+append_json_string(StringInfo buf, const char *str)
+{
+	const char *run = str;
+	const char *p;
+
+	appendStringInfoChar(buf, '"');
+	for (p = str; *p; p++)
+	{
+		unsigned char c = (unsigned char) *p;
+
+		if (c >= ' ' && c != '"' && c != '\\')
+			continue;
+		appendBinaryStringInfo(buf, run, p - run);
+		run = p + 1;
+		switch (c)
+		{
+			case '\b':
+				appendStringInfoString(buf, "\\b");
+				break;
+			case '\f':
+				appendStringInfoString(buf, "\\f");
+				break;
+			case '\n':
+				appendStringInfoString(buf, "\\n");
+				break;
+			case '\r':
+				appendStringInfoString(buf, "\\r");
+				break;
+			case '\t':
+				appendStringInfoString(buf, "\\t");
+				break;
+			case '"':
+				appendStringInfoString(buf, "\\\"");
+				break;
+			case '\\':
+				appendStringInfoString(buf, "\\\\");
+				break;
+			default:
+				appendStringInfo(buf, "\\u%04x", (int) c);
+				break;
+		}
+	}
+	appendBinaryStringInfo(buf, run, p - run);
+	appendStringInfoChar(buf, '"');
+}
+
+/* The payload hash of one row's payload values (in the target's types). */
+void
+payload_hash_compute(TargetInfo *t, Datum *values, bool *isnull,
+					 bool is_delete, Sha256Ctx *sha, uint8 *digest)
+{
+	StringInfoData buf;
+	OutputSettings saved;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '[');
+	output_settings_pin(&saved);
+	if (t->payload_names_objects)
+	{
+		OverrideSearchPath path = {NIL, true, false, 0};
+
+		PushOverrideSearchPath(&path);
+	}
+	PG_TRY();
+	{
+		for (int i = 0; i < t->npayload; i++)
+		{
+			if (isnull[i])
+				appendStringInfoString(&buf, "null");
+			else
+				append_json_string(&buf, OutputFunctionCall(&t->payload[i].out, values[i]));
+			appendStringInfoChar(&buf, ',');
+		}
+	}
+	PG_FINALLY();
+	{
+		output_settings_restore(&saved);
+		if (t->payload_names_objects)
+			PopOverrideSearchPath();
+	}
+	PG_END_TRY();
+	appendStringInfoString(&buf, is_delete ? "true]" : "false]");
+	reconcile_sha256_with(sha, buf.data, buf.len, digest);
+	pfree(buf.data);
+}
+
+/* The key as a JSON object: numbers and booleans as such, the rest as text. */
+char *
+key_to_json(TargetInfo *t, Datum *values)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < t->nkeys; i++)
+	{
+		TargetColumn *k = &t->keys[i];
+		char	   *text = OutputFunctionCall(&k->out, values[i]);
+
+		if (i > 0)
+			appendStringInfoChar(&buf, ',');
+		escape_json(&buf, k->name);
+		appendStringInfoChar(&buf, ':');
+		if (k->typid == INT2OID || k->typid == INT4OID || k->typid == INT8OID ||
+			(k->typid == NUMERICOID && strspn(text, "-0123456789.") == strlen(text)))
+			appendStringInfoString(&buf, text);
+		else if (k->typid == BOOLOID)
+			appendStringInfoString(&buf, text[0] == 't' ? "true" : "false");
+		else
+			escape_json(&buf, text);
+	}
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}

@@ -1,0 +1,17 @@
+/*
+ * payload.h
+ *		The canonical forms of a staged row (payload.c): the payload hash
+ *		and the key as JSON.
+ */
+#ifndef RECONCILE_PAYLOAD_H
+#define RECONCILE_PAYLOAD_H
+
+#include "target.h"
+#include "sha256.h"
+
+extern void payload_hash_compute(TargetInfo *target, Datum *values,
+								 bool *isnull, bool is_delete,
+								 Sha256Ctx *sha, uint8 *digest);
+extern char *key_to_json(TargetInfo *target, Datum *values);
+
+#endif							/* RECONCILE_PAYLOAD_H */

@@ -1,0 +1,21 @@
+/*
+ * probe.h
+ *		Finding a key's row in the target through its unique key index
+ *		(probe.c), for the merge pass.
+ */
+#ifndef RECONCILE_PROBE_H
+#define RECONCILE_PROBE_H
+
+#include "executor/tuptable.h"
+#include "utils/snapshot.h"
+
+#include "target.h"
+
+typedef struct Probe Probe;
+
+extern Probe *probe_open(TargetInfo *t, Snapshot snapshot, bool walk);
+extern void probe_close(Probe *p);
+extern TupleTableSlot *probe_find(Probe *p, TargetInfo *t, Datum *keys,
+								  int64 *version, bytea **hash);
+
+#endif							/* RECONCILE_PROBE_H */

@@ -1,0 +1,29 @@
+/*
+ * state.h
+ *		Reading and writing the extension's own tables as their owner
+ *		(state.c).
+ */
+#ifndef RECONCILE_STATE_H
+#define RECONCILE_STATE_H
+
+typedef struct StateUser
+{
+	Oid			save_userid;
+	int			save_sec_context;
+} StateUser;
+
+extern void state_user_enter(StateUser *saved);
+extern void state_user_leave(StateUser *saved);
+extern void state_read_latest(const char *sql, Oid relid, long tcount);
+extern char *relation_display_name(Oid relid);
+
+/* Buffers rows for one of the state tables and inserts them set-based. */
+typedef struct StateBuffer StateBuffer;
+
+extern StateBuffer *state_buffer_create(const char *insert_sql, int ncolumns,
+										const Oid *types);
+extern void state_buffer_add(StateBuffer *buf, const Datum *values,
+							 const bool *isnull);
+extern void state_buffer_flush(StateBuffer *buf);
+
+#endif							/* RECONCILE_STATE_H */
