@@ -1,7 +1,8 @@
 -- bench/loader/check.sql: does the hand-written pipeline (b) agree with
 -- reconcile_batch (a)?  Prints CHECK|name|ok-or-FAIL|detail lines.
 -- result_a and result_b are the targets they left; the receipt, rejects and
--- conflicts of (a) are in reconcile's tables, those of (b) in bench_*.
+-- conflicts of (a) were copied from reconcile's tables into result_a_*
+-- (run.sh: save_result), those of (b) are in bench_*.
 \set ON_ERROR_STOP 1
 SET client_min_messages = warning;
 SELECT reconcile_batch_id(manifest) AS batch_id FROM bench_manifest WHERE name = 'batch' \gset
@@ -20,30 +21,30 @@ SELECT 'CHECK', 'counts a = b',
        format('a %s; b %s', ra, rb)
 FROM (SELECT (SELECT row(staged_rows, inserted, updated, deleted, unchanged, stale, duplicates,
                          conflicts, rejected)::text
-              FROM reconcile.receipts WHERE batch_id = :'batch_id') AS ra,
+              FROM result_a_receipts WHERE batch_id = :'batch_id') AS ra,
              (SELECT row(staged_rows, inserted, updated, deleted, unchanged, stale, duplicates,
                          conflicts, rejected)::text
               FROM bench_receipts WHERE batch = 'batch') AS rb) x;
 
 -- The same rejects (one per bad value) and the same conflicts.
 SELECT 'CHECK', 'rejects a = b', CASE WHEN n = 0 THEN 'ok' ELSE 'FAIL' END,
-       format('%s differ; %s in a', n, (SELECT count(*) FROM reconcile.rejects WHERE batch_id = :'batch_id'))
+       format('%s differ; %s in a', n, (SELECT count(*) FROM result_a_rejects WHERE batch_id = :'batch_id'))
 FROM (SELECT count(*) AS n FROM (
-        (SELECT object_key, source_row, column_name, raw_value FROM reconcile.rejects WHERE batch_id = :'batch_id'
+        (SELECT object_key, source_row, column_name, raw_value FROM result_a_rejects WHERE batch_id = :'batch_id'
          EXCEPT ALL SELECT object_key, source_row, column_name, raw_value FROM bench_rejects)
         UNION ALL
         (SELECT object_key, source_row, column_name, raw_value FROM bench_rejects
-         EXCEPT ALL SELECT object_key, source_row, column_name, raw_value FROM reconcile.rejects WHERE batch_id = :'batch_id')) d) x;
+         EXCEPT ALL SELECT object_key, source_row, column_name, raw_value FROM result_a_rejects WHERE batch_id = :'batch_id')) d) x;
 SELECT 'CHECK', 'conflicts a = b', CASE WHEN n = 0 THEN 'ok' ELSE 'FAIL' END,
-       format('%s differ; %s in a', n, (SELECT count(*) FROM reconcile.conflicts WHERE batch_id = :'batch_id'))
+       format('%s differ; %s in a', n, (SELECT count(*) FROM result_a_conflicts WHERE batch_id = :'batch_id'))
 FROM (SELECT count(*) AS n FROM (
         (SELECT key, version, object_key, source_row, staged_hash, existing_hash
-         FROM reconcile.conflicts WHERE batch_id = :'batch_id'
+         FROM result_a_conflicts WHERE batch_id = :'batch_id'
          EXCEPT ALL SELECT key, version, object_key, source_row, staged_hash, existing_hash FROM bench_conflicts)
         UNION ALL
         (SELECT key, version, object_key, source_row, staged_hash, existing_hash FROM bench_conflicts
          EXCEPT ALL SELECT key, version, object_key, source_row, staged_hash, existing_hash
-         FROM reconcile.conflicts WHERE batch_id = :'batch_id')) d) x;
+         FROM result_a_conflicts WHERE batch_id = :'batch_id')) d) x;
 
 -- The receipt's checksum: the sum mod 2^256 of the hashes of the rows (a)
 -- wrote (those whose key and version the initial target did not have).
@@ -62,4 +63,4 @@ hex AS (
     FROM total, generate_series(0, 7) i)
 SELECT 'CHECK', 'checksum of a', CASE WHEN r.checksum = hex.checksum THEN 'ok' ELSE 'FAIL' END,
        format('receipt %s, recomputed %s', r.checksum, hex.checksum)
-FROM hex, reconcile.receipts r WHERE r.batch_id = :'batch_id';
+FROM hex, result_a_receipts r WHERE r.batch_id = :'batch_id';

@@ -197,8 +197,17 @@ run_contender() {  # run_contender NAME SQLFILE
 		"$(kv RssAnon "$mem.before")" "$(cat "$mem.peak_anon" 2>/dev/null || true)"
 }
 
-save_result() {  # save_result NAME: keep the target a contender left
+# save_result NAME: keep the target a contender left.  For (a), also its
+# receipt, rejects and conflicts: the next restore drops the target, and a
+# dropped target takes its reconcile state with it.
+save_result() {
 	psql_db -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS result_$1" -c "CREATE TABLE result_$1 AS SELECT * FROM customer"
+	[ "$1" = a ] || return 0
+	local t
+	for t in receipts rejects conflicts; do
+		psql_db -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS result_a_$t" \
+			-c "CREATE TABLE result_a_$t AS SELECT * FROM reconcile.$t WHERE target = 'customer'::regclass"
+	done
 }
 
 fmt_row() {  # fmt_row LABEL N RESULTLINE
@@ -244,7 +253,7 @@ machine() {
 receipt_of_a() {
 	psql_at -c "SELECT format('staged %s: inserted %s, updated %s, deleted %s, unchanged %s, stale %s, duplicates %s, conflicts %s, rejected %s',
 	                          staged_rows, inserted, updated, deleted, unchanged, stale, duplicates, conflicts, rejected)
-	            FROM reconcile.receipts r JOIN bench_manifest m ON r.batch_id = reconcile_batch_id(m.manifest)
+	            FROM result_a_receipts r JOIN bench_manifest m ON r.batch_id = reconcile_batch_id(m.manifest)
 	            WHERE m.name = 'batch'"
 }
 
