@@ -318,7 +318,7 @@ default_run() {
 			"$(ratio "$(secs_of "$ra")" "$(secs_of "$rb")")" "$(ratio "$(secs_of "$ra")" "$(secs_of "$rc")")" \
 			"$(ratio "$(secs_of "$ra")" "$(secs_of "$re")")" "$(ratio "$(secs_of "$ra")" "$(secs_of "$rf")")" \
 			"$(ratio "$(secs_of "$ra")" "$(secs_of "$rd")")"
-		printf '(issue 5 asks for a/b <= 0.5 and a/c <= 1.0 at the default size)\n\n'
+		printf '(targets: a/b <= 0.5 and a/c <= 1.0 at the default size)\n\n'
 		printf '%s\n%s\n' "$checks" "$extra" | awk -F'|' 'NF >= 4 { printf "check %-44s %-4s %s\n", $2, $3, $4 }'
 	} | tee "$REPORT"
 	if printf '%s\n%s\n' "$checks" "$extra" | grep -q '|FAIL|'; then
