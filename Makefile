@@ -28,3 +28,42 @@ include $(PGXS)
 # PGXS does not track header dependencies: rebuild every object when a
 # header changes, so no object is built against an old struct layout.
 $(OBJS): $(wildcard src/*.h)
+
+# The other kinds of test, against a server you started yourself (libpq's
+# PGHOST, PGPORT and PGUSER say where; no root needed; docs/development.md).
+# TAP tests start their own nodes with PostgreSQL::Test::Cluster, which
+# needs pg_regress and the Perl modules that PGXS installs.
+PROVE_TESTS ?= test/t/*.pl
+PGTAP_DB ?= reconcile_tap
+PGTAP_TESTS ?= test/pgtap/*.sql
+PG_PROVE ?= pg_prove
+FUZZ_OPTS ?=
+
+.PHONY: prove-installcheck pgtap-installcheck fuzz-installcheck
+
+prove-installcheck:
+	rm -rf '$(CURDIR)'/tmp_check
+	$(MKDIR_P) '$(CURDIR)'/tmp_check
+	TESTDIR='$(CURDIR)' RECONCILE_ROOT='$(CURDIR)' \
+	PATH="$(bindir):$$PATH" \
+	PERL5LIB='$(pgxsdir)/src/test/perl'"$${PERL5LIB:+:$$PERL5LIB}" \
+	PG_REGRESS='$(pgxsdir)/src/test/regress/pg_regress' \
+	$(PROVE) --timer --ext .pl $(PROVE_FLAGS) $(PROVE_TESTS)
+
+# pg_prove into a database dropped and created afresh (pgTAP must be
+# installed in the same PostgreSQL).
+pgtap-installcheck:
+	'$(bindir)/psql' -X -q -v ON_ERROR_STOP=1 -d postgres \
+		-c 'SET client_min_messages = warning' \
+		-c 'DROP DATABASE IF EXISTS "$(PGTAP_DB)" WITH (FORCE)' \
+		-c 'CREATE DATABASE "$(PGTAP_DB)"'
+	$(PG_PROVE) --dbname '$(PGTAP_DB)' --psql-bin '$(bindir)/psql' $(PGTAP_TESTS)
+
+# test/fuzz/run.sh connects as the role postgres, reads the server's log to
+# spot crashes (PGLOG=, the file given to pg_ctl -l) and needs sqlsmith.
+fuzz-installcheck:
+	@test -n '$(PGLOG)' || { echo 'fuzz-installcheck: set PGLOG to the server log (pg_ctl -l FILE)' >&2; exit 2; }
+	$(MKDIR_P) '$(CURDIR)'/tmp_check/fuzz
+	RECONCILE_PG_BINDIR='$(bindir)' bash test/fuzz/run.sh \
+		--host "$${PGHOST:-/tmp}" --port "$${PGPORT:-5432}" --log '$(PGLOG)' \
+		--out '$(CURDIR)'/tmp_check/fuzz $(FUZZ_OPTS)
