@@ -76,6 +76,12 @@ check_row_counts(BatchState *b)
 	}
 }
 
+/*
+ * reconcile_batch(target regclass, staged regclass, manifest jsonb,
+ *                 source text DEFAULT NULL, cursor text DEFAULT NULL)
+ *		Applies the staged rows of one manifest's batch to target, once per
+ *		batch_id; returns SETOF reconcile.receipt (one row, the receipt).
+ */
 Datum
 reconcile_batch(PG_FUNCTION_ARGS)
 {

@@ -851,6 +851,7 @@ diff_column_counts_jsonb(DiffSpec *spec, DiffCounts *counts)
 	return JsonbValueToJsonb(res);
 }
 
+/* The number of findings a diff reports: every count except the matched rows. */
 int64
 diff_findings_total(DiffCounts *counts)
 {
@@ -884,6 +885,12 @@ prepare_from_args(FunctionCallInfo fcinfo)
 						PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3));
 }
 
+/*
+ * reconcile_diff(source regclass, target regclass, key_columns text[],
+ *                options jsonb DEFAULT '{}')
+ *		Compares two relations by key; returns one row per finding
+ *		(issue, key, columns, source_values, target_values).
+ */
 Datum
 reconcile_diff(PG_FUNCTION_ARGS)
 {
@@ -917,6 +924,13 @@ diff_summary_values(DiffSpec *spec, DiffCounts *counts, Datum *values)
 	values[7] = Int64GetDatum(counts->null_keys);
 	values[8] = JsonbPGetDatum(diff_column_counts_jsonb(spec, counts));
 }
+/*
+ * reconcile_diff_summary(source regclass, target regclass, key_columns text[],
+ *                        options jsonb DEFAULT '{}')
+ *		The same comparison as reconcile_diff; returns one row of counts
+ *		(rows on each side, matched, missing, extra, mismatched, duplicate
+ *		and NULL keys, per-column counts as jsonb).
+ */
 Datum
 reconcile_diff_summary(PG_FUNCTION_ARGS)
 {

@@ -252,6 +252,11 @@ record_failure(DiffJob *job, const char *runner, TimestampTz started,
 	return insert_run(args, nulls, rowdesc);
 }
 
+/*
+ * reconcile_diff_run(job text DEFAULT NULL)
+ *		Runs the diff job named (NULL: every job in reconcile.diff_jobs) and records
+ *		each run; returns SETOF reconcile.diff_runs, the rows it recorded.
+ */
 Datum
 reconcile_diff_run(PG_FUNCTION_ARGS)
 {

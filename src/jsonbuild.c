@@ -29,6 +29,7 @@ jsonb_push_key(JsonbParseState **st, const char *key)
 	pushJsonbValue(st, WJB_KEY, &v);
 }
 
+/* Push the object field key: value, value as a JSON string. */
 void
 jsonb_push_string_field(JsonbParseState **st, const char *key, const char *value)
 {
@@ -41,6 +42,7 @@ jsonb_push_string_field(JsonbParseState **st, const char *key, const char *value
 	pushJsonbValue(st, WJB_VALUE, &v);
 }
 
+/* Push the object field key: value, value as a JSON number. */
 void
 jsonb_push_int64_field(JsonbParseState **st, const char *key, int64 value)
 {
@@ -67,6 +69,7 @@ struct JsonbArrayBuilder
 	uint32		totallen;		/* element bytes so far, padding included */
 };
 
+/* Start an array of exactly nelems elements, laid out as convertJsonbArray does. */
 JsonbArrayBuilder *
 jsonb_array_begin(int nelems)
 {
@@ -113,6 +116,7 @@ jsonb_array_add(JsonbArrayBuilder *ab, const Jsonb *elem)
 	ab->added++;
 }
 
+/* Finish the array once all its elements are added; returns the jsonb. */
 Jsonb *
 jsonb_array_end(JsonbArrayBuilder *ab)
 {

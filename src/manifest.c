@@ -441,12 +441,20 @@ manifest_from_arg(FunctionCallInfo fcinfo)
 	return manifest_parse(PG_GETARG_JSONB_P(0));
 }
 
+/*
+ * reconcile_batch_id(manifest jsonb) RETURNS text
+ *		The batch_id of a manifest: the hex SHA-256 of its canonical form.
+ */
 Datum
 reconcile_batch_id(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_TEXT_P(cstring_to_text(manifest_from_arg(fcinfo)->batch_id));
 }
 
+/*
+ * reconcile_canonical_manifest(manifest jsonb) RETURNS text
+ *		The canonical text of a manifest, the one its batch_id is computed from.
+ */
 Datum
 reconcile_canonical_manifest(PG_FUNCTION_ARGS)
 {

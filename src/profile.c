@@ -1076,6 +1076,11 @@ parse_discover_options(Profile *p, Jsonb *options)
 	}
 }
 
+/*
+ * reconcile_discover_rules(relation regclass, options jsonb DEFAULT '{}')
+ *		Profiles a relation's columns; returns a rules document (jsonb) of the
+ *		rules its data satisfies, ready for reconcile_check or reconcile_set_rules.
+ */
 Datum
 reconcile_discover_rules(PG_FUNCTION_ARGS)
 {

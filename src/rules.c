@@ -57,6 +57,7 @@ rules_user_enter(RulesEnv *env, Oid owner)
 	env->save_nestlevel = 0;
 }
 
+/* Undo rules_user_enter: back to the saved user and read-only state. */
 void
 rules_user_leave(RulesEnv *env)
 {
@@ -79,6 +80,7 @@ rules_env_enter(RulesEnv *env, Oid owner)
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
+/* Undo rules_env_enter: restore search_path, then the user. */
 void
 rules_env_leave(RulesEnv *env)
 {
@@ -617,6 +619,7 @@ rules_parse(Jsonb *doc)
 	return rs;
 }
 
+/* The schema-qualified, quoted name of relid for SQL text; errors if it is gone. */
 char *
 rules_quote_relation(Oid relid)
 {
@@ -649,6 +652,7 @@ rules_refuse_volatile(Rule *r, Node *query)
 				 errhint("Run such rules with reconcile_check, or declare the function STABLE if it only reads.")));
 }
 
+/* Plan a row rule's expression against relsql AS alias and return its checked expression. */
 void
 rules_plan_row_rule(Rule *r, const char *relsql, const char *alias, bool attached,
 					Node **expr)

@@ -121,6 +121,11 @@ relation_owner(Oid relid)
 	return owner;
 }
 
+/*
+ * reconcile_set_rules(target regclass, rules jsonb) RETURNS int4
+ *		Attaches a rules document to target (NULL rules: detaches); returns
+ *		the new version number of the target's rules.
+ */
 Datum
 reconcile_set_rules(PG_FUNCTION_ARGS)
 {
@@ -442,6 +447,7 @@ batch_rules_context_push(BatchState *b)
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
+/* Undo batch_rules_context_push: restore search_path and the error context. */
 void
 batch_rules_context_pop(BatchState *b)
 {

@@ -831,6 +831,12 @@ check_args(FunctionCallInfo fcinfo, const char *fn)
 				 errmsg("argument rules of %s must not be null", fn)));
 }
 
+/*
+ * reconcile_check(relation regclass, rules jsonb, options jsonb DEFAULT '{}')
+ *		Evaluates a rules document against a relation; returns one row per rule
+ *		(rule, severity, status, invalid_rows, invalid_pct, gate_breach,
+ *		sample, detail).
+ */
 Datum
 reconcile_check(PG_FUNCTION_ARGS)
 {
@@ -876,6 +882,10 @@ reconcile_check(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/*
+ * reconcile_check_report(relation regclass, rules jsonb, options jsonb DEFAULT '{}')
+ *		The same check as reconcile_check; returns its report as one jsonb.
+ */
 Datum
 reconcile_check_report(PG_FUNCTION_ARGS)
 {

@@ -52,6 +52,7 @@ state_user_enter(StateUser *saved)
 						   saved->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 }
 
+/* Switch back to the user saved by state_user_enter. */
 void
 state_user_leave(StateUser *saved)
 {
@@ -154,6 +155,7 @@ state_buffer_create(const char *insert_sql, int ncolumns, const Oid *types)
 	return buf;
 }
 
+/* Buffer one row for the state table; the caller flushes when it chooses. */
 void
 state_buffer_add(StateBuffer *buf, const Datum *values, const bool *isnull)
 {
@@ -167,6 +169,7 @@ state_buffer_add(StateBuffer *buf, const Datum *values, const bool *isnull)
 		state_buffer_flush(buf);
 }
 
+/* Insert the buffered rows as the state tables' owner, then empty the buffer. */
 void
 state_buffer_flush(StateBuffer *buf)
 {

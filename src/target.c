@@ -515,6 +515,8 @@ text_array_from_datum(Datum d, const char *what, int max, int *n)
 							"The registration names more columns than its table can have.", n);
 }
 
+static void check_batch_acl(Oid relid, TargetLockFor purpose);
+
 /*
  * Lock a target, or the staged relation of a batch, before anything about
  * it is read, as PostgreSQL's own commands do with RangeVarGetRelidExtended:
@@ -525,8 +527,6 @@ text_array_from_datum(Datum d, const char *what, int max, int *n)
  * LockRelationOid has processed the invalidations of whatever DDL committed
  * while it waited.
  */
-static void check_batch_acl(Oid relid, TargetLockFor purpose);
-
 void
 target_lock(Oid relid, int mode, TargetLockFor purpose)
 {
@@ -630,6 +630,7 @@ serialize_column(StringInfo buf, TargetColumn *c)
 
 #define SERIALIZE(buf, field) appendBinaryStringInfo((buf), (char *) &(field), sizeof(field))
 
+/* Append t to buf for a parallel worker; target_deserialize reads it back. */
 void
 target_serialize(TargetInfo *t, StringInfo buf)
 {
@@ -681,6 +682,7 @@ deserialize_column(const char **p, TargetColumn *c)
 	column_type_io(c);
 }
 
+/* Rebuild a TargetInfo from what target_serialize wrote at p. */
 TargetInfo *
 target_deserialize(const char *p)
 {
@@ -772,6 +774,14 @@ target_check_batch_privileges(Oid target, Oid staged)
 				 errhint("Run batches as a role that bypasses row-level security on this table, such as its owner.")));
 }
 
+/*
+ * reconcile_register(target regclass, key_columns text[], version_column text,
+ *                    deleted_column text, hash_column text,
+ *                    conflict_policy text DEFAULT 'quarantine',
+ *                    payload_columns text[] DEFAULT NULL) RETURNS void
+ *		Registers target for reconcile_batch: its key, version, tombstone and
+ *		hash columns and its conflict policy.
+ */
 Datum
 reconcile_register(PG_FUNCTION_ARGS)
 {
@@ -865,6 +875,10 @@ reconcile_register(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/*
+ * reconcile_unregister(target regclass) RETURNS void
+ *		Removes target's registration.
+ */
 Datum
 reconcile_unregister(PG_FUNCTION_ARGS)
 {
