@@ -40,6 +40,7 @@
 #include "utils/typcache.h"
 
 #include "diff.h"
+#include "state.h"
 
 static const char *const diff_option_names[] = {
 	"compare", "ignore", "target_key_columns", "column_map", "trim_keys",
@@ -629,10 +630,8 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 	spec->target = target;
 	spec->sname = pstrdup(RelationGetRelationName(srel));
 	spec->tname = pstrdup(RelationGetRelationName(trel));
-	spec->squal = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(srel)),
-											 spec->sname);
-	spec->tqual = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(trel)),
-											 spec->tname);
+	spec->squal = relation_quoted_name(srel);
+	spec->tqual = relation_quoted_name(trel);
 	sdesc = RelationGetDescr(srel);
 	tdesc = RelationGetDescr(trel);
 

@@ -559,8 +559,7 @@ static void
 stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 {
 	TargetInfo *t = b->target;
-	char	   *srelname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(srel)),
-													  RelationGetRelationName(srel));
+	char	   *srelname = relation_quoted_name(srel);
 	Oid			type;
 
 	r->batch = b;

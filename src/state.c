@@ -23,6 +23,8 @@
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/builtins.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
@@ -66,6 +68,14 @@ relation_display_name(Oid relid)
 	char	   *name = get_rel_name(relid);
 
 	return name ? name : psprintf("%u", relid);
+}
+
+/* An open relation's schema-qualified, quoted name, for SQL text and hints. */
+char *
+relation_quoted_name(Relation rel)
+{
+	return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+									  RelationGetRelationName(rel));
 }
 
 /*
