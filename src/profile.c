@@ -47,6 +47,7 @@
 
 #include "receiver.h"
 #include "rules.h"
+#include "subxact.h"
 
 PG_FUNCTION_INFO_V1(reconcile_discover_rules);
 
@@ -878,8 +879,9 @@ typedef struct ProposalCheck
  * expression that does not compile, fails here).
  */
 static void
-try_proposal(ProposalCheck *pc)
+try_proposal(void *arg)
 {
+	ProposalCheck *pc = arg;
 	Proposal   *pr = pc->pr;
 	Rule		r;
 
@@ -912,36 +914,17 @@ keep_running_proposals(Profile *p, List *props)
 	{
 		Proposal   *pr = lfirst(lc);
 		ProposalCheck pc = {p, pr};
-		MemoryContext cxt = CurrentMemoryContext;
-		ResourceOwner owner = CurrentResourceOwner;
+		ErrorData  *edata;
 
 		CHECK_FOR_INTERRUPTS();
-		BeginInternalSubTransaction(NULL);
-		MemoryContextSwitchTo(cxt);
-		PG_TRY();
-		{
-			try_proposal(&pc);
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(cxt);
-			CurrentResourceOwner = owner;
+		edata = run_in_subtransaction(try_proposal, &pc, false);
+		if (edata == NULL)
 			kept = lappend(kept, pr);
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
-
-			MemoryContextSwitchTo(cxt);
-			edata = CopyErrorData();
-			if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-				PG_RE_THROW();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(cxt);
-			CurrentResourceOwner = owner;
+		else if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			ReThrowError(edata);
+		else
 			ereport(NOTICE,
 					(errmsg("proposed rule \"%s\" left out: %s", pr->name, edata->message)));
-		}
-		PG_END_TRY();
 	}
 	return kept;
 }

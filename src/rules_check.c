@@ -42,6 +42,7 @@
 
 #include "receiver.h"
 #include "rules.h"
+#include "subxact.h"
 
 PG_FUNCTION_INFO_V1(reconcile_check);
 PG_FUNCTION_INFO_V1(reconcile_check_report);
@@ -205,41 +206,19 @@ scan_receive(TupleTableSlot *slot, DestReceiver *self)
  * Run fn(arg) in a subtransaction that is always rolled back, so that
  * whatever a rule did besides computing (set_config, a temporary table)
  * is undone; results are kept in memory outside the subtransaction.  On
- * error return it.
+ * error return it; a cancel, a shutdown or running out of memory is no
+ * finding of the rule and goes on up.
  */
 static ErrorData *
-run_in_subtransaction(void (*fn) (void *), void *arg)
+try_in_subtransaction(void (*fn) (void *), void *arg)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	ErrorData  *volatile error = NULL;
+	ErrorData  *error = run_in_subtransaction(fn, arg, false);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		fn(arg);
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
-			edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
-			edata->sqlerrcode == ERRCODE_OUT_OF_MEMORY)
-			PG_RE_THROW();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		error = edata;
-	}
-	PG_END_TRY();
+	if (error != NULL &&
+		(error->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+		 error->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
+		 error->sqlerrcode == ERRCODE_OUT_OF_MEMORY))
+		ReThrowError(error);
 	return error;
 }
 
@@ -362,7 +341,7 @@ scan_subset(CheckRun *run, int *idx, int n)
 
 	if (n == 0 && run->counted)
 		return;
-	error = run_in_subtransaction(scan_rules, &a);
+	error = try_in_subtransaction(scan_rules, &a);
 	if (error == NULL)
 		return;
 	if (n <= 1)
@@ -715,7 +694,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 		{
 			ScanArgs	together = {run, rows + done, Min(nrow - done, RULES_MAX_PER_SCAN)};
 
-			if (run_in_subtransaction(plan_rules_together, &together) == NULL)
+			if (try_in_subtransaction(plan_rules_together, &together) == NULL)
 			{
 				for (int j = 0; j < together.n; j++)
 					idx[n++] = together.idx[j];
@@ -728,7 +707,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 				ErrorData  *error;
 
 				CHECK_FOR_INTERRUPTS();
-				error = run_in_subtransaction(plan_row_rule_cb, &pa);
+				error = try_in_subtransaction(plan_row_rule_cb, &pa);
 				if (error != NULL)
 				{
 					res->status = RS_ERROR;
@@ -753,7 +732,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 			if (res->rule->severity != RULE_DATASET)
 				continue;
 			CHECK_FOR_INTERRUPTS();
-			error = run_in_subtransaction(run_dataset_check, &da);
+			error = try_in_subtransaction(run_dataset_check, &da);
 			if (error != NULL)
 			{
 				res->status = RS_ERROR;
