@@ -48,6 +48,7 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
+#include "args.h"
 #include "diff.h"
 
 PG_FUNCTION_INFO_V1(reconcile_diff);
@@ -864,22 +865,13 @@ diff_findings_total(DiffCounts *counts)
  * ---------------------------------------------------------------------
  */
 
-static void
-check_diff_args(FunctionCallInfo fcinfo)
+static DiffSpec *
+prepare_from_args(FunctionCallInfo fcinfo, const char *funcname)
 {
 	static const char *const names[] = {"source", "target", "key_columns"};
 
 	for (int i = 0; i < lengthof(names); i++)
-		if (PG_ARGISNULL(i))
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("argument %s must not be null", names[i])));
-}
-
-static DiffSpec *
-prepare_from_args(FunctionCallInfo fcinfo)
-{
-	check_diff_args(fcinfo);
+		check_arg_not_null(fcinfo, i, names[i], funcname);
 	return diff_prepare(PG_GETARG_OID(0), PG_GETARG_OID(1),
 						PG_GETARG_ARRAYTYPE_P(2),
 						PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3));
@@ -900,7 +892,7 @@ reconcile_diff(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
-	spec = prepare_from_args(fcinfo);
+	spec = prepare_from_args(fcinfo, "reconcile_diff");
 	diff_execute(spec, rsinfo->setResult, rsinfo->setDesc, &counts);
 	SPI_finish();
 	return (Datum) 0;
@@ -945,7 +937,7 @@ reconcile_diff_summary(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	SPI_connect();
-	spec = prepare_from_args(fcinfo);
+	spec = prepare_from_args(fcinfo, "reconcile_diff_summary");
 	diff_execute(spec, NULL, NULL, &counts);
 	MemoryContextSwitchTo(caller);
 	diff_summary_values(spec, &counts, values);

@@ -24,6 +24,7 @@
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
+#include "args.h"
 #include "manifest.h"
 #include "sha256.h"
 
@@ -432,12 +433,9 @@ manifest_find(const Manifest *m, const char *object_key)
 }
 
 static Manifest *
-manifest_from_arg(FunctionCallInfo fcinfo)
+manifest_from_arg(FunctionCallInfo fcinfo, const char *funcname)
 {
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("manifest must not be null")));
+	check_arg_not_null(fcinfo, 0, "manifest", funcname);
 	return manifest_parse(PG_GETARG_JSONB_P(0));
 }
 
@@ -448,7 +446,7 @@ manifest_from_arg(FunctionCallInfo fcinfo)
 Datum
 reconcile_batch_id(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_TEXT_P(cstring_to_text(manifest_from_arg(fcinfo)->batch_id));
+	PG_RETURN_TEXT_P(cstring_to_text(manifest_from_arg(fcinfo, "reconcile_batch_id")->batch_id));
 }
 
 /*
@@ -461,6 +459,6 @@ reconcile_canonical_manifest(PG_FUNCTION_ARGS)
 	StringInfoData buf;
 
 	initStringInfo(&buf);
-	write_canonical(manifest_from_arg(fcinfo), &buf, NULL);
+	write_canonical(manifest_from_arg(fcinfo, "reconcile_canonical_manifest"), &buf, NULL);
 	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
 }

@@ -45,6 +45,7 @@
 #include "utils/rel.h"
 #include "utils/typcache.h"
 
+#include "args.h"
 #include "receiver.h"
 #include "rules.h"
 #include "subxact.h"
@@ -1078,10 +1079,7 @@ reconcile_discover_rules(PG_FUNCTION_ARGS)
 	RulesEnv	env;
 	Datum		result;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("argument relation of reconcile_discover_rules must not be null")));
+	check_arg_not_null(fcinfo, 0, "relation", "reconcile_discover_rules");
 	p = palloc0(sizeof(Profile));
 	p->relid = PG_GETARG_OID(0);
 	p->relsql = rules_quote_relation(p->relid);

@@ -48,6 +48,7 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
+#include "args.h"
 #include "loader.h"
 #include "rules.h"
 #include "state.h"
@@ -137,10 +138,7 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 	bool		isnull;
 	int32		version;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("argument target of reconcile_set_rules must not be null")));
+	check_arg_not_null(fcinfo, 0, "target", "reconcile_set_rules");
 	relid = PG_GETARG_OID(0);
 	SPI_connect();
 	/* Rules change between batches, not during one: lock, then read. */

@@ -40,6 +40,7 @@
 #include "utils/resowner.h"
 #include "utils/tuplestore.h"
 
+#include "args.h"
 #include "receiver.h"
 #include "rules.h"
 #include "subxact.h"
@@ -800,14 +801,8 @@ result_detail(CheckRun *run, RuleResult *res)
 static void
 check_args(FunctionCallInfo fcinfo, const char *fn)
 {
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("argument relation of %s must not be null", fn)));
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("argument rules of %s must not be null", fn)));
+	check_arg_not_null(fcinfo, 0, "relation", fn);
+	check_arg_not_null(fcinfo, 1, "rules", fn);
 }
 
 /*

@@ -37,20 +37,12 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "args.h"
 #include "target.h"
 #include "state.h"
 
 PG_FUNCTION_INFO_V1(reconcile_register);
 PG_FUNCTION_INFO_V1(reconcile_unregister);
-
-static void
-check_not_null_arg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("argument %s must not be null", name)));
-}
 
 /*
  * Whether reading a text form into the type runs built-in code only, which
@@ -795,12 +787,12 @@ reconcile_register(PG_FUNCTION_ARGS)
 	TEXTARRAYOID, TEXTOID};
 	ArrayBuildState *astate;
 
-	check_not_null_arg(fcinfo, 0, "target");
-	check_not_null_arg(fcinfo, 1, "key_columns");
-	check_not_null_arg(fcinfo, 2, "version_column");
-	check_not_null_arg(fcinfo, 3, "deleted_column");
-	check_not_null_arg(fcinfo, 4, "hash_column");
-	check_not_null_arg(fcinfo, 5, "conflict_policy");
+	check_arg_not_null(fcinfo, 0, "target", "reconcile_register");
+	check_arg_not_null(fcinfo, 1, "key_columns", "reconcile_register");
+	check_arg_not_null(fcinfo, 2, "version_column", "reconcile_register");
+	check_arg_not_null(fcinfo, 3, "deleted_column", "reconcile_register");
+	check_arg_not_null(fcinfo, 4, "hash_column", "reconcile_register");
+	check_arg_not_null(fcinfo, 5, "conflict_policy", "reconcile_register");
 
 	relid = PG_GETARG_OID(0);
 	keys = text_array_elems(PG_GETARG_ARRAYTYPE_P(1), "key_columns", INDEX_MAX_KEYS,
@@ -885,7 +877,7 @@ reconcile_unregister(PG_FUNCTION_ARGS)
 	Oid			type = REGCLASSOID;
 	Datum		value;
 
-	check_not_null_arg(fcinfo, 0, "target");
+	check_arg_not_null(fcinfo, 0, "target", "reconcile_unregister");
 	relid = PG_GETARG_OID(0);
 	target_lock(relid, ShareRowExclusiveLock, TARGET_LOCK_OWNER);
 
