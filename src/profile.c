@@ -46,6 +46,7 @@
 #include "utils/typcache.h"
 
 #include "args.h"
+#include "jsonbuild.h"
 #include "receiver.h"
 #include "rules.h"
 #include "subxact.h"
@@ -390,11 +391,15 @@ null_tolerant(ColumnProfile *c, char *cond)
 	return psprintf("%s IS NULL OR %s", c->qname, cond);
 }
 
-/* A number as SQL: plain when it looks like one, quoted otherwise (NaN, Infinity). */
+/*
+ * A number as SQL: plain when it is a number, quoted otherwise (NaN,
+ * Infinity).  A JSON number is also an SQL numeric literal, so the one
+ * number test serves here too.
+ */
 static char *
 numeric_literal(const char *text)
 {
-	if (text[0] != '\0' && strspn(text, "-0123456789.e+") == strlen(text))
+	if (json_value_is_number(NUMERICOID, text))
 		return pstrdup(text);
 	return quote_literal_cstr(text);
 }

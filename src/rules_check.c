@@ -41,6 +41,7 @@
 #include "utils/tuplestore.h"
 
 #include "args.h"
+#include "jsonbuild.h"
 #include "receiver.h"
 #include "rules.h"
 #include "subxact.h"
@@ -115,14 +116,7 @@ append_json_value(StringInfo buf, Datum value, bool isnull, Oid type)
 	}
 	getTypeOutputInfo(type, &out, &varlena);
 	text = OidOutputFunctionCall(out, value);
-	if (type == INT2OID || type == INT4OID || type == INT8OID ||
-		((type == NUMERICOID || type == FLOAT4OID || type == FLOAT8OID) &&
-		 strspn(text, "-0123456789.e+") == strlen(text)))
-		appendStringInfoString(buf, text);
-	else if (type == BOOLOID)
-		appendStringInfoString(buf, text[0] == 't' ? "true" : "false");
-	else
-		escape_json(buf, text);
+	json_append_value_text(buf, type, text);
 }
 
 /*
