@@ -40,6 +40,7 @@
 #include "utils/typcache.h"
 
 #include "diff.h"
+#include "jsonread.h"
 #include "state.h"
 
 static const char *const diff_option_names[] = {
@@ -116,17 +117,6 @@ parse_options(Jsonb *options, DiffOptions *opts)
 	}
 }
 
-static bool
-jbv_is_container(JsonbValue *v, bool array)
-{
-	if (v->type != jbvBinary)
-		return false;
-	if (array)
-		return JsonContainerIsArray(v->val.binary.data) &&
-			!JsonContainerIsScalar(v->val.binary.data);
-	return JsonContainerIsObject(v->val.binary.data);
-}
-
 /* The elements of an option that is a JSON array, in order. */
 static JsonbValue *
 opt_array(JsonbValue *v, const char *option, const char *what, int *n)
@@ -137,7 +127,7 @@ opt_array(JsonbValue *v, const char *option, const char *what, int *n)
 	JsonbValue *out;
 	int			cap = 8;
 
-	if (!jbv_is_container(v, true))
+	if (!jbv_is_array(v))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"%s\" must be a JSON array of %s", option, what)));
@@ -185,7 +175,7 @@ opt_object(JsonbValue *v, const char *option, const char *what, int *n)
 	OptPair    *out;
 	int			cap = 8;
 
-	if (!jbv_is_container(v, false))
+	if (!jbv_is_object(v))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"%s\" must be a JSON object %s", option, what)));

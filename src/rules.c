@@ -34,6 +34,7 @@
 #include "utils/lsyscache.h"
 #include "utils/plancache.h"
 
+#include "jsonread.h"
 #include "rules.h"
 
 const char *const rule_severity_names[] = {"fail", "warn", "drop", "dataset_check"};
@@ -98,44 +99,6 @@ refuse_document(const char *msg, const char *detail)
 			 errmsg("invalid rules document: %s", msg),
 			 detail ? errdetail("%s", detail) : 0,
 			 errhint("A rules document is an object with optional keys \"fail\", \"warn\" and \"drop\" (objects mapping rule names to SQL boolean expressions), \"dataset_checks\" (an array of objects with \"name\" and \"sql\") and \"evidence\".")));
-}
-
-static char *
-jbv_string(JsonbValue *v)
-{
-	return pnstrdup(v->val.string.val, v->val.string.len);
-}
-
-static const char *
-jbv_type_name(JsonbValue *v)
-{
-	switch (v->type)
-	{
-		case jbvNull:
-			return "null";
-		case jbvString:
-			return "a string";
-		case jbvNumeric:
-			return "a number";
-		case jbvBool:
-			return "a boolean";
-		case jbvBinary:
-			return JsonContainerIsArray(v->val.binary.data) ? "an array" : "an object";
-		default:
-			return "a JSON value";
-	}
-}
-
-static bool
-jbv_is_object(JsonbValue *v)
-{
-	return v->type == jbvBinary && JsonContainerIsObject(v->val.binary.data);
-}
-
-static bool
-jbv_is_array(JsonbValue *v)
-{
-	return v->type == jbvBinary && JsonContainerIsArray(v->val.binary.data);
 }
 
 static int

@@ -42,6 +42,7 @@
 
 #include "args.h"
 #include "jsonbuild.h"
+#include "jsonread.h"
 #include "receiver.h"
 #include "rules.h"
 #include "subxact.h"
@@ -50,18 +51,6 @@ PG_FUNCTION_INFO_V1(reconcile_check);
 PG_FUNCTION_INFO_V1(reconcile_check_report);
 
 #define DEFAULT_SAMPLE 10
-
-static char *
-jbv_string(JsonbValue *v)
-{
-	return pnstrdup(v->val.string.val, v->val.string.len);
-}
-
-static bool
-jbv_is_array(JsonbValue *v)
-{
-	return v->type == jbvBinary && JsonContainerIsArray(v->val.binary.data);
-}
 
 /* ---- running a document over a relation ---- */
 
