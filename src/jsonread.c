@@ -52,3 +52,23 @@ jbv_is_array(JsonbValue *v)
 	return v->type == jbvBinary && JsonContainerIsArray(v->val.binary.data) &&
 		!JsonContainerIsScalar(v->val.binary.data);
 }
+
+/*
+ * The next field of the object an iterator was started on (nested values
+ * come back whole, as jbvBinary): its key in *key, its value in *v.  False
+ * once the object is done.
+ */
+bool
+jsonb_object_next(JsonbIterator **it, char **key, JsonbValue *v)
+{
+	JsonbIteratorToken tok;
+
+	while ((tok = JsonbIteratorNext(it, v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			*key = jbv_string(v);
+		else if (tok == WJB_VALUE)
+			return true;
+	}
+	return false;
+}

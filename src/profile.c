@@ -47,6 +47,7 @@
 
 #include "args.h"
 #include "jsonbuild.h"
+#include "jsonread.h"
 #include "receiver.h"
 #include "rules.h"
 #include "subxact.h"
@@ -1029,7 +1030,6 @@ parse_discover_options(Profile *p, Jsonb *options)
 {
 	JsonbIterator *it;
 	JsonbValue	v;
-	JsonbIteratorToken tok;
 	char	   *key = NULL;
 
 	p->max_values = 10;
@@ -1042,15 +1042,8 @@ parse_discover_options(Profile *p, Jsonb *options)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("options must be a JSON object")));
 	it = JsonbIteratorInit(&options->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	while (jsonb_object_next(&it, &key, &v))
 	{
-		if (tok == WJB_KEY)
-		{
-			key = pnstrdup(v.val.string.val, v.val.string.len);
-			continue;
-		}
-		if (tok != WJB_VALUE)
-			continue;
 		if (strcmp(key, "max_values") == 0)
 			p->max_values = (int) option_number(&v, key, 1, TOP_K);
 		else if (strcmp(key, "min_share") == 0)

@@ -153,24 +153,18 @@ parse_row_section(List **rules, RuleSeverity sev, JsonbValue *section)
 	const char *key = rule_severity_names[sev];
 	JsonbIterator *it;
 	JsonbValue	v;
-	JsonbIteratorToken tok;
 	char	   *name = NULL;
 
 	if (!jbv_is_object(section))
 		refuse_document(psprintf("\"%s\" must be an object mapping rule names to SQL boolean expressions, not %s",
 								 key, jbv_type_name(section)), NULL);
 	it = JsonbIteratorInit(section->val.binary.data);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	while (jsonb_object_next(&it, &name, &v))
 	{
-		if (tok == WJB_KEY)
-			name = jbv_string(&v);
-		else if (tok == WJB_VALUE)
-		{
-			if (v.type != jbvString)
-				refuse_document(psprintf("rule \"%s\" under \"%s\" must be a string holding a SQL boolean expression, not %s",
-										 name, key, jbv_type_name(&v)), NULL);
-			add_rule(rules, name, sev, jbv_string(&v), NULL);
-		}
+		if (v.type != jbvString)
+			refuse_document(psprintf("rule \"%s\" under \"%s\" must be a string holding a SQL boolean expression, not %s",
+									 name, key, jbv_type_name(&v)), NULL);
+		add_rule(rules, name, sev, jbv_string(&v), NULL);
 	}
 }
 
@@ -190,15 +184,8 @@ parse_dataset_check(List **rules, int index, JsonbValue *check)
 		refuse_document(psprintf("%s must be an object with \"name\" and \"sql\", not %s",
 								 where, jbv_type_name(check)), NULL);
 	it = JsonbIteratorInit(check->val.binary.data);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	while (jsonb_object_next(&it, &key, &v))
 	{
-		if (tok == WJB_KEY)
-		{
-			key = jbv_string(&v);
-			continue;
-		}
-		if (tok != WJB_VALUE)
-			continue;
 		if (strcmp(key, "name") == 0 || strcmp(key, "sql") == 0 ||
 			strcmp(key, "description") == 0)
 		{
@@ -521,15 +508,8 @@ rules_parse(Jsonb *doc)
 		refuse_document(JB_ROOT_IS_SCALAR(doc) ? "it is a scalar, not an object" :
 						"it is an array, not an object", NULL);
 	it = JsonbIteratorInit(&doc->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	while (jsonb_object_next(&it, &key, &v))
 	{
-		if (tok == WJB_KEY)
-		{
-			key = jbv_string(&v);
-			continue;
-		}
-		if (tok != WJB_VALUE)
-			continue;
 		if (strcmp(key, "fail") == 0)
 			parse_row_section(&rules, RULE_FAIL, &v);
 		else if (strcmp(key, "warn") == 0)

@@ -509,15 +509,8 @@ parse_options(CheckRun *run, Jsonb *options)
 				 errmsg("options must be a JSON object"),
 				 errhint("Pass for example '{\"sample\": 5, \"key_columns\": [\"id\"]}'.")));
 	it = JsonbIteratorInit(&options->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	while (jsonb_object_next(&it, &key, &v))
 	{
-		if (tok == WJB_KEY)
-		{
-			key = jbv_string(&v);
-			continue;
-		}
-		if (tok != WJB_VALUE)
-			continue;
 		if (strcmp(key, "sample") == 0)
 		{
 			int64		n = -1;
