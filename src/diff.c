@@ -50,6 +50,7 @@
 
 #include "args.h"
 #include "diff.h"
+#include "jsonbuild.h"
 
 PG_FUNCTION_INFO_V1(reconcile_diff);
 PG_FUNCTION_INFO_V1(reconcile_diff_summary);
@@ -254,17 +255,6 @@ push_datum(JsonbParseState **st, DiffColumn *c, Datum d, bool isnull,
 	pushJsonbValue(st, token, &v);
 }
 
-static void
-push_key_name(JsonbParseState **st, const char *name)
-{
-	JsonbValue	k;
-
-	k.type = jbvString;
-	k.val.string.val = (char *) name;
-	k.val.string.len = strlen(name);
-	pushJsonbValue(st, WJB_KEY, &k);
-}
-
 static Jsonb *
 key_jsonb(DiffExec *ex, Datum *v, bool *n)
 {
@@ -274,7 +264,7 @@ key_jsonb(DiffExec *ex, Datum *v, bool *n)
 	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
 	for (int i = 0; i < ex->spec->nkeys; i++)
 	{
-		push_key_name(&st, ex->spec->keys[i].name);
+		jsonb_push_key(&st, ex->spec->keys[i].name);
 		push_datum(&st, &ex->spec->keys[i], v[i], n[i], WJB_VALUE);
 	}
 	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
@@ -294,7 +284,7 @@ push_values(JsonbParseState **st, DiffExec *ex, Datum *v, bool *n,
 	{
 		int			i = which ? which[j] : j;
 
-		push_key_name(st, ex->spec->cols[i].name);
+		jsonb_push_key(st, ex->spec->cols[i].name);
 		push_datum(st, &ex->spec->cols[i], v[k + i], n[k + i], WJB_VALUE);
 	}
 	return pushJsonbValue(st, WJB_END_OBJECT, NULL);
@@ -842,7 +832,7 @@ diff_column_counts_jsonb(DiffSpec *spec, DiffCounts *counts)
 	{
 		JsonbValue	v;
 
-		push_key_name(&st, spec->cols[i].name);
+		jsonb_push_key(&st, spec->cols[i].name);
 		v.type = jbvNumeric;
 		v.val.numeric = DatumGetNumeric(DirectFunctionCall1(int8_numeric,
 															Int64GetDatum(counts->column_mismatches[i])));

@@ -21,7 +21,8 @@
 
 #include "jsonbuild.h"
 
-static void
+/* Push an object key. */
+void
 jsonb_push_key(JsonbParseState **st, const char *key)
 {
 	JsonbValue	v;

@@ -8,6 +8,7 @@
 #include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 
+extern void jsonb_push_key(JsonbParseState **st, const char *key);
 extern void jsonb_push_string_field(JsonbParseState **st, const char *key, const char *value);
 extern void jsonb_push_int64_field(JsonbParseState **st, const char *key, int64 value);
 extern bool json_value_is_number(Oid type, const char *text);
