@@ -414,22 +414,15 @@ manifest_array(Manifest *m, ManifestField field)
 int
 manifest_find(const Manifest *m, const char *object_key)
 {
-	int			lo = 0,
-				hi = m->nentries - 1;
+	ManifestEntry key;
+	ManifestEntry *found;
 
-	while (lo <= hi)
-	{
-		int			mid = lo + (hi - lo) / 2;
-		int			c = strcmp(object_key, m->entries[mid].object_key);
-
-		if (c == 0)
-			return mid;
-		if (c < 0)
-			hi = mid - 1;
-		else
-			lo = mid + 1;
-	}
-	return -1;
+	if (m->nentries == 0)
+		return -1;
+	key.object_key = (char *) object_key;
+	found = bsearch(&key, m->entries, m->nentries, sizeof(ManifestEntry),
+					compare_entries);
+	return found ? (int) (found - m->entries) : -1;
 }
 
 static Manifest *
