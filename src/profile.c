@@ -305,6 +305,14 @@ profile_receive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
+/*
+ * HyperLogLog by hand rather than PostgreSQL's lib/hyperloglog.h, on
+ * purpose for now: this one takes a 64-bit hash of the value's text (no
+ * large-range correction needed), PostgreSQL's takes a 32-bit hash and
+ * corrects near 2^32, so its estimate differs slightly, and the estimate
+ * decides (against 0.9 of the non-null rows) whether a column is proposed
+ * as unique.  Switching needs the rules_discover results checked first.
+ */
 static double
 hll_estimate(ColumnProfile *c)
 {
