@@ -263,6 +263,11 @@ open_side(Oid relid, const char *side)
 	return rel;
 }
 
+/*
+ * Not errdetail_relkind_not_supported(), on purpose: its detail names the
+ * kind refused ("This operation is not supported for sequences."), ours
+ * names the kinds a side may be, which tells the DBA what to pass instead.
+ */
 static void
 check_relation_kind(Relation rel, const char *side)
 {

@@ -340,6 +340,7 @@ resolve_target(Oid relid, char **keys, int nkeys, const char *version,
 	desc = RelationGetDescr(rel);
 	kind = rel->rd_rel->relkind;
 
+	/* The detail names what a target may be, not errdetail_relkind_not_supported's kind refused. */
 	if (kind != RELKIND_RELATION && kind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
