@@ -24,6 +24,7 @@
 #include "utils/snapmgr.h"
 #include "utils/tuplestore.h"
 
+#include "args.h"
 #include "loader.h"
 #include "progress.h"
 #include "rules.h"
@@ -48,15 +49,6 @@ lock_batch_id(Oid target, const char *batch_id)
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
-static void
-check_arg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("argument %s of reconcile_batch must not be null", name)));
-}
-
 /* Refuse the batch when an object's staged rows differ from the manifest. */
 static void
 check_row_counts(BatchState *b)
@@ -76,6 +68,12 @@ check_row_counts(BatchState *b)
 	}
 }
 
+/*
+ * reconcile_batch(target regclass, staged regclass, manifest jsonb,
+ *                 source text DEFAULT NULL, cursor text DEFAULT NULL)
+ *		Applies the staged rows of one manifest's batch to target, once per
+ *		batch_id; returns SETOF reconcile.receipt (one row, the receipt).
+ */
 Datum
 reconcile_batch(PG_FUNCTION_ARGS)
 {
@@ -88,9 +86,9 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	bool		isnull[RECEIPT_NATTS];
 	int			save_nestlevel;
 
-	check_arg(fcinfo, 0, "target");
-	check_arg(fcinfo, 1, "staged");
-	check_arg(fcinfo, 2, "manifest");
+	check_arg_not_null(fcinfo, 0, "target", "reconcile_batch");
+	check_arg_not_null(fcinfo, 1, "staged", "reconcile_batch");
+	check_arg_not_null(fcinfo, 2, "manifest", "reconcile_batch");
 	if (!PG_ARGISNULL(3))
 		source = text_to_cstring(PG_GETARG_TEXT_PP(3));
 	if (!PG_ARGISNULL(4))

@@ -48,7 +48,9 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
+#include "args.h"
 #include "diff.h"
+#include "jsonbuild.h"
 
 PG_FUNCTION_INFO_V1(reconcile_diff);
 PG_FUNCTION_INFO_V1(reconcile_diff_summary);
@@ -253,17 +255,6 @@ push_datum(JsonbParseState **st, DiffColumn *c, Datum d, bool isnull,
 	pushJsonbValue(st, token, &v);
 }
 
-static void
-push_key_name(JsonbParseState **st, const char *name)
-{
-	JsonbValue	k;
-
-	k.type = jbvString;
-	k.val.string.val = (char *) name;
-	k.val.string.len = strlen(name);
-	pushJsonbValue(st, WJB_KEY, &k);
-}
-
 static Jsonb *
 key_jsonb(DiffExec *ex, Datum *v, bool *n)
 {
@@ -273,7 +264,7 @@ key_jsonb(DiffExec *ex, Datum *v, bool *n)
 	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
 	for (int i = 0; i < ex->spec->nkeys; i++)
 	{
-		push_key_name(&st, ex->spec->keys[i].name);
+		jsonb_push_key(&st, ex->spec->keys[i].name);
 		push_datum(&st, &ex->spec->keys[i], v[i], n[i], WJB_VALUE);
 	}
 	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
@@ -293,7 +284,7 @@ push_values(JsonbParseState **st, DiffExec *ex, Datum *v, bool *n,
 	{
 		int			i = which ? which[j] : j;
 
-		push_key_name(st, ex->spec->cols[i].name);
+		jsonb_push_key(st, ex->spec->cols[i].name);
 		push_datum(st, &ex->spec->cols[i], v[k + i], n[k + i], WJB_VALUE);
 	}
 	return pushJsonbValue(st, WJB_END_OBJECT, NULL);
@@ -841,7 +832,7 @@ diff_column_counts_jsonb(DiffSpec *spec, DiffCounts *counts)
 	{
 		JsonbValue	v;
 
-		push_key_name(&st, spec->cols[i].name);
+		jsonb_push_key(&st, spec->cols[i].name);
 		v.type = jbvNumeric;
 		v.val.numeric = DatumGetNumeric(DirectFunctionCall1(int8_numeric,
 															Int64GetDatum(counts->column_mismatches[i])));
@@ -851,6 +842,7 @@ diff_column_counts_jsonb(DiffSpec *spec, DiffCounts *counts)
 	return JsonbValueToJsonb(res);
 }
 
+/* The number of findings a diff reports: every count except the matched rows. */
 int64
 diff_findings_total(DiffCounts *counts)
 {
@@ -863,27 +855,24 @@ diff_findings_total(DiffCounts *counts)
  * ---------------------------------------------------------------------
  */
 
-static void
-check_diff_args(FunctionCallInfo fcinfo)
+static DiffSpec *
+prepare_from_args(FunctionCallInfo fcinfo, const char *funcname)
 {
 	static const char *const names[] = {"source", "target", "key_columns"};
 
 	for (int i = 0; i < lengthof(names); i++)
-		if (PG_ARGISNULL(i))
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("argument %s must not be null", names[i])));
-}
-
-static DiffSpec *
-prepare_from_args(FunctionCallInfo fcinfo)
-{
-	check_diff_args(fcinfo);
+		check_arg_not_null(fcinfo, i, names[i], funcname);
 	return diff_prepare(PG_GETARG_OID(0), PG_GETARG_OID(1),
 						PG_GETARG_ARRAYTYPE_P(2),
 						PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3));
 }
 
+/*
+ * reconcile_diff(source regclass, target regclass, key_columns text[],
+ *                options jsonb DEFAULT '{}')
+ *		Compares two relations by key; returns one row per finding
+ *		(issue, key, columns, source_values, target_values).
+ */
 Datum
 reconcile_diff(PG_FUNCTION_ARGS)
 {
@@ -893,7 +882,7 @@ reconcile_diff(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
-	spec = prepare_from_args(fcinfo);
+	spec = prepare_from_args(fcinfo, "reconcile_diff");
 	diff_execute(spec, rsinfo->setResult, rsinfo->setDesc, &counts);
 	SPI_finish();
 	return (Datum) 0;
@@ -917,6 +906,13 @@ diff_summary_values(DiffSpec *spec, DiffCounts *counts, Datum *values)
 	values[7] = Int64GetDatum(counts->null_keys);
 	values[8] = JsonbPGetDatum(diff_column_counts_jsonb(spec, counts));
 }
+/*
+ * reconcile_diff_summary(source regclass, target regclass, key_columns text[],
+ *                        options jsonb DEFAULT '{}')
+ *		The same comparison as reconcile_diff; returns one row of counts
+ *		(rows on each side, matched, missing, extra, mismatched, duplicate
+ *		and NULL keys, per-column counts as jsonb).
+ */
 Datum
 reconcile_diff_summary(PG_FUNCTION_ARGS)
 {
@@ -931,7 +927,7 @@ reconcile_diff_summary(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	SPI_connect();
-	spec = prepare_from_args(fcinfo);
+	spec = prepare_from_args(fcinfo, "reconcile_diff_summary");
 	diff_execute(spec, NULL, NULL, &counts);
 	MemoryContextSwitchTo(caller);
 	diff_summary_values(spec, &counts, values);

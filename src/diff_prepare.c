@@ -40,6 +40,8 @@
 #include "utils/typcache.h"
 
 #include "diff.h"
+#include "jsonread.h"
+#include "state.h"
 
 static const char *const diff_option_names[] = {
 	"compare", "ignore", "target_key_columns", "column_map", "trim_keys",
@@ -115,17 +117,6 @@ parse_options(Jsonb *options, DiffOptions *opts)
 	}
 }
 
-static bool
-jbv_is_container(JsonbValue *v, bool array)
-{
-	if (v->type != jbvBinary)
-		return false;
-	if (array)
-		return JsonContainerIsArray(v->val.binary.data) &&
-			!JsonContainerIsScalar(v->val.binary.data);
-	return JsonContainerIsObject(v->val.binary.data);
-}
-
 /* The elements of an option that is a JSON array, in order. */
 static JsonbValue *
 opt_array(JsonbValue *v, const char *option, const char *what, int *n)
@@ -136,7 +127,7 @@ opt_array(JsonbValue *v, const char *option, const char *what, int *n)
 	JsonbValue *out;
 	int			cap = 8;
 
-	if (!jbv_is_container(v, true))
+	if (!jbv_is_array(v))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"%s\" must be a JSON array of %s", option, what)));
@@ -184,7 +175,7 @@ opt_object(JsonbValue *v, const char *option, const char *what, int *n)
 	OptPair    *out;
 	int			cap = 8;
 
-	if (!jbv_is_container(v, false))
+	if (!jbv_is_object(v))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"%s\" must be a JSON object %s", option, what)));
@@ -272,6 +263,11 @@ open_side(Oid relid, const char *side)
 	return rel;
 }
 
+/*
+ * Not errdetail_relkind_not_supported(), on purpose: its detail names the
+ * kind refused ("This operation is not supported for sequences."), ours
+ * names the kinds a side may be, which tells the DBA what to pass instead.
+ */
 static void
 check_relation_kind(Relation rel, const char *side)
 {
@@ -629,10 +625,8 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 	spec->target = target;
 	spec->sname = pstrdup(RelationGetRelationName(srel));
 	spec->tname = pstrdup(RelationGetRelationName(trel));
-	spec->squal = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(srel)),
-											 spec->sname);
-	spec->tqual = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(trel)),
-											 spec->tname);
+	spec->squal = relation_quoted_name(srel);
+	spec->tqual = relation_quoted_name(trel);
 	sdesc = RelationGetDescr(srel);
 	tdesc = RelationGetDescr(trel);
 

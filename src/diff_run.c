@@ -36,6 +36,7 @@
 
 #include "diff.h"
 #include "state.h"
+#include "subxact.h"
 
 PG_FUNCTION_INFO_V1(reconcile_diff_run);
 
@@ -189,7 +190,7 @@ insert_results(int64 run_id, Oid source, Oid target, Tuplestorestate *ts,
  */
 static HeapTuple
 run_job(DiffJob *job, const char *runner, TupleDesc *rowdesc,
-		volatile Oid *resolved)
+		Oid *resolved)
 {
 	TimestampTz started = GetCurrentTimestamp();
 	Oid			source = (resolved[0] = resolve_job_relation(job, "source", job->source));
@@ -226,7 +227,7 @@ run_job(DiffJob *job, const char *runner, TupleDesc *rowdesc,
 
 static HeapTuple
 record_failure(DiffJob *job, const char *runner, TimestampTz started,
-			   ErrorData *edata, volatile Oid *resolved, TupleDesc *rowdesc)
+			   ErrorData *edata, Oid *resolved, TupleDesc *rowdesc)
 {
 	Datum		args[RUN_INSERT_NARGS];
 	char		nulls[RUN_INSERT_NARGS];
@@ -252,6 +253,38 @@ record_failure(DiffJob *job, const char *runner, TimestampTz started,
 	return insert_run(args, nulls, rowdesc);
 }
 
+/* One job's run, handed to run_in_subtransaction and back. */
+typedef struct JobRun
+{
+	DiffJob    *job;
+	const char *runner;
+	Oid			resolved[2];	/* the relations, once resolved */
+	MemoryContext oldcxt;		/* where row and rowdesc are kept */
+	MemoryContext jobcxt;		/* the run's own memory */
+	HeapTuple	row;			/* the run's history row */
+	TupleDesc	rowdesc;
+} JobRun;
+
+/* Run one job in its own memory; keep its history row outside it. */
+static void
+run_job_step(void *arg)
+{
+	JobRun	   *jr = arg;
+	TupleDesc	d;
+	HeapTuple	r;
+
+	MemoryContextSwitchTo(jr->jobcxt);
+	r = run_job(jr->job, jr->runner, &d, jr->resolved);
+	MemoryContextSwitchTo(jr->oldcxt);
+	jr->row = heap_copytuple(r);
+	jr->rowdesc = CreateTupleDescCopy(d);
+}
+
+/*
+ * reconcile_diff_run(job text DEFAULT NULL)
+ *		Runs the diff job named (NULL: every job in reconcile.diff_jobs) and records
+ *		each run; returns SETOF reconcile.diff_runs, the rows it recorded.
+ */
 Datum
 reconcile_diff_run(PG_FUNCTION_ARGS)
 {
@@ -299,52 +332,34 @@ reconcile_diff_run(PG_FUNCTION_ARGS)
 
 	for (int i = 0; i < njobs; i++)
 	{
-		MemoryContext oldcxt = CurrentMemoryContext;
-		ResourceOwner oldowner = CurrentResourceOwner;
-		MemoryContext jobcxt = AllocSetContextCreate(oldcxt, "reconcile diff job",
-													 ALLOCSET_DEFAULT_SIZES);
 		TimestampTz started = GetCurrentTimestamp();
-		HeapTuple volatile row = NULL;
-		volatile TupleDesc rowdesc = NULL;
-		ErrorData  *volatile edata = NULL;
-		volatile Oid resolved[2] = {InvalidOid, InvalidOid};
+		JobRun		jr = {&jobs[i], runner, {InvalidOid, InvalidOid},
+						  CurrentMemoryContext, NULL, NULL, NULL};
+		HeapTuple	row;
+		TupleDesc	rowdesc;
+		ErrorData  *edata;
+		Oid		   *resolved = jr.resolved;
 
-		BeginInternalSubTransaction(NULL);
-		MemoryContextSwitchTo(jobcxt);
-		PG_TRY();
-		{
-			TupleDesc	d;
-			HeapTuple	r = run_job(&jobs[i], runner, &d, resolved);
+		jr.jobcxt = AllocSetContextCreate(jr.oldcxt, "reconcile diff job",
+										  ALLOCSET_DEFAULT_SIZES);
+		edata = run_in_subtransaction(run_job_step, &jr, true);
+		MemoryContextSwitchTo(jr.oldcxt);
 
-			MemoryContextSwitchTo(oldcxt);
-			row = heap_copytuple(r);
-			rowdesc = CreateTupleDescCopy(d);
-			ReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(oldcxt);
-			CurrentResourceOwner = oldowner;
-		}
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(oldcxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(oldcxt);
-			CurrentResourceOwner = oldowner;
-			/*
-			 * A cancelled run is not a failed job: stop.  Nor is a run the
-			 * caller has not the rights for: the job's history records runs
-			 * of roles that may read both relations (and of any role, a
-			 * relation that does not exist), so that no role can add
-			 * failures to another's jobs.
-			 */
-			if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
-				edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
-				edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE)
-				ReThrowError(edata);
-		}
-		PG_END_TRY();
-		MemoryContextDelete(jobcxt);
+		/*
+		 * A cancelled run is not a failed job: stop.  Nor is a run the
+		 * caller has not the rights for: the job's history records runs
+		 * of roles that may read both relations (and of any role, a
+		 * relation that does not exist), so that no role can add
+		 * failures to another's jobs.
+		 */
+		if (edata != NULL &&
+			(edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+			 edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
+			 edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE))
+			ReThrowError(edata);
+		MemoryContextDelete(jr.jobcxt);
+		row = jr.row;
+		rowdesc = jr.rowdesc;
 
 		if (edata != NULL)
 		{

@@ -119,6 +119,7 @@ direct_split_indexes(DirectWriter *w, TargetInfo *t)
 	w->update_rri = upd;
 }
 
+/* Open the direct writer on target t: its relation, indexes and insert slots. */
 DirectWriter *
 direct_open(TargetInfo *t)
 {
@@ -202,6 +203,7 @@ direct_flush_inserts(DirectWriter *w)
 	w->ninserts = 0;
 }
 
+/* Flush the pending inserts and release what direct_open set up. */
 void
 direct_close(DirectWriter *w)
 {

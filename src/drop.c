@@ -74,6 +74,10 @@ keep_plan(const char *sql, int nargs, Oid *argtypes)
 	return plan;
 }
 
+/*
+ * reconcile.forget_dropped() RETURNS event_trigger
+ *		On sql_drop, deletes the extension's state rows of the tables dropped.
+ */
 Datum
 reconcile_forget_dropped(PG_FUNCTION_ARGS)
 {

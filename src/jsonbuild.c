@@ -12,13 +12,17 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
+#include "common/jsonapi.h"
 #include "lib/stringinfo.h"
+#include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 
 #include "jsonbuild.h"
 
-static void
+/* Push an object key. */
+void
 jsonb_push_key(JsonbParseState **st, const char *key)
 {
 	JsonbValue	v;
@@ -29,6 +33,7 @@ jsonb_push_key(JsonbParseState **st, const char *key)
 	pushJsonbValue(st, WJB_KEY, &v);
 }
 
+/* Push the object field key: value, value as a JSON string. */
 void
 jsonb_push_string_field(JsonbParseState **st, const char *key, const char *value)
 {
@@ -41,6 +46,7 @@ jsonb_push_string_field(JsonbParseState **st, const char *key, const char *value
 	pushJsonbValue(st, WJB_VALUE, &v);
 }
 
+/* Push the object field key: value, value as a JSON number. */
 void
 jsonb_push_int64_field(JsonbParseState **st, const char *key, int64 value)
 {
@@ -50,6 +56,43 @@ jsonb_push_int64_field(JsonbParseState **st, const char *key, int64 value)
 	v.type = jbvNumeric;
 	v.val.numeric = int64_to_numeric(value);
 	pushJsonbValue(st, WJB_VALUE, &v);
+}
+
+/*
+ * Whether a value of type, given as its output text, goes into JSON as a
+ * number: integers, numeric and floats whose text is a JSON number (not
+ * NaN or Infinity).  The one test of "is this a number" in reconcile.
+ */
+bool
+json_value_is_number(Oid type, const char *text)
+{
+	switch (type)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case NUMERICOID:
+		case FLOAT4OID:
+		case FLOAT8OID:
+			return IsValidJsonNumber(text, strlen(text));
+		default:
+			return false;
+	}
+}
+
+/*
+ * Append a value of type, given as its output text, as a JSON value:
+ * a number as a number, a boolean as true or false, the rest as a string.
+ */
+void
+json_append_value_text(StringInfo buf, Oid type, const char *text)
+{
+	if (json_value_is_number(type, text))
+		appendStringInfoString(buf, text);
+	else if (type == BOOLOID)
+		appendStringInfoString(buf, text[0] == 't' ? "true" : "false");
+	else
+		escape_json(buf, text);
 }
 
 /*
@@ -67,6 +110,7 @@ struct JsonbArrayBuilder
 	uint32		totallen;		/* element bytes so far, padding included */
 };
 
+/* Start an array of exactly nelems elements, laid out as convertJsonbArray does. */
 JsonbArrayBuilder *
 jsonb_array_begin(int nelems)
 {
@@ -113,6 +157,7 @@ jsonb_array_add(JsonbArrayBuilder *ab, const Jsonb *elem)
 	ab->added++;
 }
 
+/* Finish the array once all its elements are added; returns the jsonb. */
 Jsonb *
 jsonb_array_end(JsonbArrayBuilder *ab)
 {

@@ -5,10 +5,14 @@
 #ifndef RECONCILE_JSONBUILD_H
 #define RECONCILE_JSONBUILD_H
 
+#include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 
+extern void jsonb_push_key(JsonbParseState **st, const char *key);
 extern void jsonb_push_string_field(JsonbParseState **st, const char *key, const char *value);
 extern void jsonb_push_int64_field(JsonbParseState **st, const char *key, int64 value);
+extern bool json_value_is_number(Oid type, const char *text);
+extern void json_append_value_text(StringInfo buf, Oid type, const char *text);
 typedef struct JsonbArrayBuilder JsonbArrayBuilder;
 extern JsonbArrayBuilder *jsonb_array_begin(int nelems);
 extern void jsonb_array_add(JsonbArrayBuilder *ab, const Jsonb *elem);

@@ -24,6 +24,7 @@
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
+#include "args.h"
 #include "manifest.h"
 #include "sha256.h"
 
@@ -413,46 +414,44 @@ manifest_array(Manifest *m, ManifestField field)
 int
 manifest_find(const Manifest *m, const char *object_key)
 {
-	int			lo = 0,
-				hi = m->nentries - 1;
+	ManifestEntry key;
+	ManifestEntry *found;
 
-	while (lo <= hi)
-	{
-		int			mid = lo + (hi - lo) / 2;
-		int			c = strcmp(object_key, m->entries[mid].object_key);
-
-		if (c == 0)
-			return mid;
-		if (c < 0)
-			hi = mid - 1;
-		else
-			lo = mid + 1;
-	}
-	return -1;
+	if (m->nentries == 0)
+		return -1;
+	key.object_key = (char *) object_key;
+	found = bsearch(&key, m->entries, m->nentries, sizeof(ManifestEntry),
+					compare_entries);
+	return found ? (int) (found - m->entries) : -1;
 }
 
 static Manifest *
-manifest_from_arg(FunctionCallInfo fcinfo)
+manifest_from_arg(FunctionCallInfo fcinfo, const char *funcname)
 {
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("manifest must not be null")));
+	check_arg_not_null(fcinfo, 0, "manifest", funcname);
 	return manifest_parse(PG_GETARG_JSONB_P(0));
 }
 
+/*
+ * reconcile_batch_id(manifest jsonb) RETURNS text
+ *		The batch_id of a manifest: the hex SHA-256 of its canonical form.
+ */
 Datum
 reconcile_batch_id(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_TEXT_P(cstring_to_text(manifest_from_arg(fcinfo)->batch_id));
+	PG_RETURN_TEXT_P(cstring_to_text(manifest_from_arg(fcinfo, "reconcile_batch_id")->batch_id));
 }
 
+/*
+ * reconcile_canonical_manifest(manifest jsonb) RETURNS text
+ *		The canonical text of a manifest, the one its batch_id is computed from.
+ */
 Datum
 reconcile_canonical_manifest(PG_FUNCTION_ARGS)
 {
 	StringInfoData buf;
 
 	initStringInfo(&buf);
-	write_canonical(manifest_from_arg(fcinfo), &buf, NULL);
+	write_canonical(manifest_from_arg(fcinfo, "reconcile_canonical_manifest"), &buf, NULL);
 	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
 }

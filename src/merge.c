@@ -314,6 +314,7 @@ group_add(Merger *m, TupleTableSlot *slot)
 	memcpy(row->hash, VARDATA_ANY(h), RECONCILE_SHA256_LEN);
 }
 
+/* Pick each key's winner among the sorted staged rows and write it to the target. */
 void
 merge_batch(BatchState *b)
 {

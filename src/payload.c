@@ -26,6 +26,7 @@
 #include "utils/float.h"
 #include "utils/json.h"
 
+#include "jsonbuild.h"
 #include "payload.h"
 
 typedef struct OutputSettings
@@ -186,13 +187,7 @@ key_to_json(TargetInfo *t, Datum *values)
 			appendStringInfoChar(&buf, ',');
 		escape_json(&buf, k->name);
 		appendStringInfoChar(&buf, ':');
-		if (k->typid == INT2OID || k->typid == INT4OID || k->typid == INT8OID ||
-			(k->typid == NUMERICOID && strspn(text, "-0123456789.") == strlen(text)))
-			appendStringInfoString(&buf, text);
-		else if (k->typid == BOOLOID)
-			appendStringInfoString(&buf, text[0] == 't' ? "true" : "false");
-		else
-			escape_json(&buf, text);
+		json_append_value_text(&buf, k->typid, text);
 	}
 	appendStringInfoChar(&buf, '}');
 	return buf.data;

@@ -62,6 +62,7 @@ typedef struct Probe
 
 #define WALK_MAX_STEPS 64
 
+/* Open index scans on the target's key index (each leaf's) for probing keys under snapshot. */
 Probe *
 probe_open(TargetInfo *t, Snapshot snapshot, bool walk)
 {
@@ -119,6 +120,7 @@ probe_open(TargetInfo *t, Snapshot snapshot, bool walk)
 	return p;
 }
 
+/* End the scans probe_open started and release its snapshot. */
 void
 probe_close(Probe *p)
 {

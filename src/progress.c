@@ -53,6 +53,7 @@ progress_start(Oid target, int64 total_rows)
 	progress_active = true;
 }
 
+/* End the batch's progress report, if one was started. */
 void
 progress_end(void)
 {
@@ -61,6 +62,7 @@ progress_end(void)
 	progress_active = false;
 }
 
+/* Report entry into phase, with its row counters back at zero. */
 void
 progress_phase(BatchPhase phase)
 {
@@ -81,6 +83,7 @@ progress_workers(int workers)
 		pgstat_progress_update_param(PROGRESS_PARAM_WORKERS, workers);
 }
 
+/* Report the rows done so far in the current phase. */
 void
 progress_rows(int64 done)
 {

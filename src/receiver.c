@@ -21,6 +21,7 @@ receiver_noop(DestReceiver *self)
 {
 }
 
+/* Set up dest as a receiver that hands each slot to receive. */
 void
 receiver_init(DestReceiver *dest, bool (*receive) (TupleTableSlot *, DestReceiver *))
 {

@@ -34,6 +34,7 @@ static const struct config_enum_entry write_path_options[] = {
 
 void		_PG_init(void);
 
+/* Module load: define the reconcile.* settings and reserve the prefix. */
 void
 _PG_init(void)
 {

@@ -34,6 +34,7 @@
 #include "utils/lsyscache.h"
 #include "utils/plancache.h"
 
+#include "jsonread.h"
 #include "rules.h"
 
 const char *const rule_severity_names[] = {"fail", "warn", "drop", "dataset_check"};
@@ -57,6 +58,7 @@ rules_user_enter(RulesEnv *env, Oid owner)
 	env->save_nestlevel = 0;
 }
 
+/* Undo rules_user_enter: back to the saved user and read-only state. */
 void
 rules_user_leave(RulesEnv *env)
 {
@@ -79,6 +81,7 @@ rules_env_enter(RulesEnv *env, Oid owner)
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
+/* Undo rules_env_enter: restore search_path, then the user. */
 void
 rules_env_leave(RulesEnv *env)
 {
@@ -96,44 +99,6 @@ refuse_document(const char *msg, const char *detail)
 			 errmsg("invalid rules document: %s", msg),
 			 detail ? errdetail("%s", detail) : 0,
 			 errhint("A rules document is an object with optional keys \"fail\", \"warn\" and \"drop\" (objects mapping rule names to SQL boolean expressions), \"dataset_checks\" (an array of objects with \"name\" and \"sql\") and \"evidence\".")));
-}
-
-static char *
-jbv_string(JsonbValue *v)
-{
-	return pnstrdup(v->val.string.val, v->val.string.len);
-}
-
-static const char *
-jbv_type_name(JsonbValue *v)
-{
-	switch (v->type)
-	{
-		case jbvNull:
-			return "null";
-		case jbvString:
-			return "a string";
-		case jbvNumeric:
-			return "a number";
-		case jbvBool:
-			return "a boolean";
-		case jbvBinary:
-			return JsonContainerIsArray(v->val.binary.data) ? "an array" : "an object";
-		default:
-			return "a JSON value";
-	}
-}
-
-static bool
-jbv_is_object(JsonbValue *v)
-{
-	return v->type == jbvBinary && JsonContainerIsObject(v->val.binary.data);
-}
-
-static bool
-jbv_is_array(JsonbValue *v)
-{
-	return v->type == jbvBinary && JsonContainerIsArray(v->val.binary.data);
 }
 
 static int
@@ -188,24 +153,18 @@ parse_row_section(List **rules, RuleSeverity sev, JsonbValue *section)
 	const char *key = rule_severity_names[sev];
 	JsonbIterator *it;
 	JsonbValue	v;
-	JsonbIteratorToken tok;
 	char	   *name = NULL;
 
 	if (!jbv_is_object(section))
 		refuse_document(psprintf("\"%s\" must be an object mapping rule names to SQL boolean expressions, not %s",
 								 key, jbv_type_name(section)), NULL);
 	it = JsonbIteratorInit(section->val.binary.data);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	while (jsonb_object_next(&it, &name, &v))
 	{
-		if (tok == WJB_KEY)
-			name = jbv_string(&v);
-		else if (tok == WJB_VALUE)
-		{
-			if (v.type != jbvString)
-				refuse_document(psprintf("rule \"%s\" under \"%s\" must be a string holding a SQL boolean expression, not %s",
-										 name, key, jbv_type_name(&v)), NULL);
-			add_rule(rules, name, sev, jbv_string(&v), NULL);
-		}
+		if (v.type != jbvString)
+			refuse_document(psprintf("rule \"%s\" under \"%s\" must be a string holding a SQL boolean expression, not %s",
+									 name, key, jbv_type_name(&v)), NULL);
+		add_rule(rules, name, sev, jbv_string(&v), NULL);
 	}
 }
 
@@ -225,15 +184,8 @@ parse_dataset_check(List **rules, int index, JsonbValue *check)
 		refuse_document(psprintf("%s must be an object with \"name\" and \"sql\", not %s",
 								 where, jbv_type_name(check)), NULL);
 	it = JsonbIteratorInit(check->val.binary.data);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	while (jsonb_object_next(&it, &key, &v))
 	{
-		if (tok == WJB_KEY)
-		{
-			key = jbv_string(&v);
-			continue;
-		}
-		if (tok != WJB_VALUE)
-			continue;
 		if (strcmp(key, "name") == 0 || strcmp(key, "sql") == 0 ||
 			strcmp(key, "description") == 0)
 		{
@@ -556,15 +508,8 @@ rules_parse(Jsonb *doc)
 		refuse_document(JB_ROOT_IS_SCALAR(doc) ? "it is a scalar, not an object" :
 						"it is an array, not an object", NULL);
 	it = JsonbIteratorInit(&doc->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	while (jsonb_object_next(&it, &key, &v))
 	{
-		if (tok == WJB_KEY)
-		{
-			key = jbv_string(&v);
-			continue;
-		}
-		if (tok != WJB_VALUE)
-			continue;
 		if (strcmp(key, "fail") == 0)
 			parse_row_section(&rules, RULE_FAIL, &v);
 		else if (strcmp(key, "warn") == 0)
@@ -617,6 +562,7 @@ rules_parse(Jsonb *doc)
 	return rs;
 }
 
+/* The schema-qualified, quoted name of relid for SQL text; errors if it is gone. */
 char *
 rules_quote_relation(Oid relid)
 {
@@ -649,6 +595,7 @@ rules_refuse_volatile(Rule *r, Node *query)
 				 errhint("Run such rules with reconcile_check, or declare the function STABLE if it only reads.")));
 }
 
+/* Plan a row rule's expression against relsql AS alias and return its checked expression. */
 void
 rules_plan_row_rule(Rule *r, const char *relsql, const char *alias, bool attached,
 					Node **expr)

@@ -48,6 +48,7 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
+#include "args.h"
 #include "loader.h"
 #include "rules.h"
 #include "state.h"
@@ -121,6 +122,11 @@ relation_owner(Oid relid)
 	return owner;
 }
 
+/*
+ * reconcile_set_rules(target regclass, rules jsonb) RETURNS int4
+ *		Attaches a rules document to target (NULL rules: detaches); returns
+ *		the new version number of the target's rules.
+ */
 Datum
 reconcile_set_rules(PG_FUNCTION_ARGS)
 {
@@ -132,10 +138,7 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 	bool		isnull;
 	int32		version;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("argument target of reconcile_set_rules must not be null")));
+	check_arg_not_null(fcinfo, 0, "target", "reconcile_set_rules");
 	relid = PG_GETARG_OID(0);
 	SPI_connect();
 	/* Rules change between batches, not during one: lock, then read. */
@@ -442,6 +445,7 @@ batch_rules_context_push(BatchState *b)
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
+/* Undo batch_rules_context_push: restore search_path and the error context. */
 void
 batch_rules_context_pop(BatchState *b)
 {

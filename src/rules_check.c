@@ -40,25 +40,17 @@
 #include "utils/resowner.h"
 #include "utils/tuplestore.h"
 
+#include "args.h"
+#include "jsonbuild.h"
+#include "jsonread.h"
 #include "receiver.h"
 #include "rules.h"
+#include "subxact.h"
 
 PG_FUNCTION_INFO_V1(reconcile_check);
 PG_FUNCTION_INFO_V1(reconcile_check_report);
 
 #define DEFAULT_SAMPLE 10
-
-static char *
-jbv_string(JsonbValue *v)
-{
-	return pnstrdup(v->val.string.val, v->val.string.len);
-}
-
-static bool
-jbv_is_array(JsonbValue *v)
-{
-	return v->type == jbvBinary && JsonContainerIsArray(v->val.binary.data);
-}
 
 /* ---- running a document over a relation ---- */
 
@@ -113,14 +105,7 @@ append_json_value(StringInfo buf, Datum value, bool isnull, Oid type)
 	}
 	getTypeOutputInfo(type, &out, &varlena);
 	text = OidOutputFunctionCall(out, value);
-	if (type == INT2OID || type == INT4OID || type == INT8OID ||
-		((type == NUMERICOID || type == FLOAT4OID || type == FLOAT8OID) &&
-		 strspn(text, "-0123456789.e+") == strlen(text)))
-		appendStringInfoString(buf, text);
-	else if (type == BOOLOID)
-		appendStringInfoString(buf, text[0] == 't' ? "true" : "false");
-	else
-		escape_json(buf, text);
+	json_append_value_text(buf, type, text);
 }
 
 /*
@@ -205,41 +190,19 @@ scan_receive(TupleTableSlot *slot, DestReceiver *self)
  * Run fn(arg) in a subtransaction that is always rolled back, so that
  * whatever a rule did besides computing (set_config, a temporary table)
  * is undone; results are kept in memory outside the subtransaction.  On
- * error return it.
+ * error return it; a cancel, a shutdown or running out of memory is no
+ * finding of the rule and goes on up.
  */
 static ErrorData *
-run_in_subtransaction(void (*fn) (void *), void *arg)
+try_in_subtransaction(void (*fn) (void *), void *arg)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	ErrorData  *volatile error = NULL;
+	ErrorData  *error = run_in_subtransaction(fn, arg, false);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		fn(arg);
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
-			edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
-			edata->sqlerrcode == ERRCODE_OUT_OF_MEMORY)
-			PG_RE_THROW();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		error = edata;
-	}
-	PG_END_TRY();
+	if (error != NULL &&
+		(error->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+		 error->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
+		 error->sqlerrcode == ERRCODE_OUT_OF_MEMORY))
+		ReThrowError(error);
 	return error;
 }
 
@@ -362,7 +325,7 @@ scan_subset(CheckRun *run, int *idx, int n)
 
 	if (n == 0 && run->counted)
 		return;
-	error = run_in_subtransaction(scan_rules, &a);
+	error = try_in_subtransaction(scan_rules, &a);
 	if (error == NULL)
 		return;
 	if (n <= 1)
@@ -546,15 +509,8 @@ parse_options(CheckRun *run, Jsonb *options)
 				 errmsg("options must be a JSON object"),
 				 errhint("Pass for example '{\"sample\": 5, \"key_columns\": [\"id\"]}'.")));
 	it = JsonbIteratorInit(&options->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	while (jsonb_object_next(&it, &key, &v))
 	{
-		if (tok == WJB_KEY)
-		{
-			key = jbv_string(&v);
-			continue;
-		}
-		if (tok != WJB_VALUE)
-			continue;
 		if (strcmp(key, "sample") == 0)
 		{
 			int64		n = -1;
@@ -715,7 +671,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 		{
 			ScanArgs	together = {run, rows + done, Min(nrow - done, RULES_MAX_PER_SCAN)};
 
-			if (run_in_subtransaction(plan_rules_together, &together) == NULL)
+			if (try_in_subtransaction(plan_rules_together, &together) == NULL)
 			{
 				for (int j = 0; j < together.n; j++)
 					idx[n++] = together.idx[j];
@@ -728,7 +684,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 				ErrorData  *error;
 
 				CHECK_FOR_INTERRUPTS();
-				error = run_in_subtransaction(plan_row_rule_cb, &pa);
+				error = try_in_subtransaction(plan_row_rule_cb, &pa);
 				if (error != NULL)
 				{
 					res->status = RS_ERROR;
@@ -753,7 +709,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 			if (res->rule->severity != RULE_DATASET)
 				continue;
 			CHECK_FOR_INTERRUPTS();
-			error = run_in_subtransaction(run_dataset_check, &da);
+			error = try_in_subtransaction(run_dataset_check, &da);
 			if (error != NULL)
 			{
 				res->status = RS_ERROR;
@@ -821,16 +777,16 @@ result_detail(CheckRun *run, RuleResult *res)
 static void
 check_args(FunctionCallInfo fcinfo, const char *fn)
 {
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("argument relation of %s must not be null", fn)));
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("argument rules of %s must not be null", fn)));
+	check_arg_not_null(fcinfo, 0, "relation", fn);
+	check_arg_not_null(fcinfo, 1, "rules", fn);
 }
 
+/*
+ * reconcile_check(relation regclass, rules jsonb, options jsonb DEFAULT '{}')
+ *		Evaluates a rules document against a relation; returns one row per rule
+ *		(rule, severity, status, invalid_rows, invalid_pct, gate_breach,
+ *		sample, detail).
+ */
 Datum
 reconcile_check(PG_FUNCTION_ARGS)
 {
@@ -876,6 +832,10 @@ reconcile_check(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/*
+ * reconcile_check_report(relation regclass, rules jsonb, options jsonb DEFAULT '{}')
+ *		The same check as reconcile_check; returns its report as one jsonb.
+ */
 Datum
 reconcile_check_report(PG_FUNCTION_ARGS)
 {

@@ -457,6 +457,7 @@ rule_eval_row(RuleEval *ev, TupleTableSlot *slot, bool *violated)
 		violated[i] = result->tts_isnull[i] || !DatumGetBool(result->tts_values[i]);
 }
 
+/* Release the slots, executor state and memory of a rule evaluator. */
 void
 rule_eval_end(RuleEval *ev)
 {

@@ -91,6 +91,7 @@ reconcile_sha256_init(Sha256Ctx *ctx)
 #endif
 }
 
+/* Feed len bytes of data into the digest. */
 void
 reconcile_sha256_update(Sha256Ctx *ctx, const void *data, size_t len)
 {

@@ -468,18 +468,14 @@ stage_receive(TupleTableSlot *slot, DestReceiver *self)
 static int
 staged_column(Relation srel, const char *name, bool required, Oid *type)
 {
-	TupleDesc	desc = RelationGetDescr(srel);
+	/* get_attnum also finds system columns (ctid...): those are no column here. */
+	AttrNumber	attnum = get_attnum(RelationGetRelid(srel), name);
 
-	for (int i = 0; i < desc->natts; i++)
+	if (attnum > 0)
 	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-
-		if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0)
-		{
-			if (type)
-				*type = att->atttypid;
-			return i + 1;
-		}
+		if (type)
+			*type = TupleDescAttr(RelationGetDescr(srel), attnum - 1)->atttypid;
+		return attnum;
 	}
 	if (required)
 		ereport(ERROR,
@@ -559,8 +555,7 @@ static void
 stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 {
 	TargetInfo *t = b->target;
-	char	   *srelname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(srel)),
-													  RelationGetRelationName(srel));
+	char	   *srelname = relation_quoted_name(srel);
 	Oid			type;
 
 	r->batch = b;

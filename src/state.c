@@ -23,6 +23,8 @@
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/builtins.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
@@ -52,6 +54,7 @@ state_user_enter(StateUser *saved)
 						   saved->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 }
 
+/* Switch back to the user saved by state_user_enter. */
 void
 state_user_leave(StateUser *saved)
 {
@@ -65,6 +68,14 @@ relation_display_name(Oid relid)
 	char	   *name = get_rel_name(relid);
 
 	return name ? name : psprintf("%u", relid);
+}
+
+/* An open relation's schema-qualified, quoted name, for SQL text and hints. */
+char *
+relation_quoted_name(Relation rel)
+{
+	return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+									  RelationGetRelationName(rel));
 }
 
 /*
@@ -154,6 +165,7 @@ state_buffer_create(const char *insert_sql, int ncolumns, const Oid *types)
 	return buf;
 }
 
+/* Buffer one row for the state table; the caller flushes when it chooses. */
 void
 state_buffer_add(StateBuffer *buf, const Datum *values, const bool *isnull)
 {
@@ -167,6 +179,7 @@ state_buffer_add(StateBuffer *buf, const Datum *values, const bool *isnull)
 		state_buffer_flush(buf);
 }
 
+/* Insert the buffered rows as the state tables' owner, then empty the buffer. */
 void
 state_buffer_flush(StateBuffer *buf)
 {

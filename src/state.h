@@ -6,6 +6,8 @@
 #ifndef RECONCILE_STATE_H
 #define RECONCILE_STATE_H
 
+#include "utils/relcache.h"
+
 typedef struct StateUser
 {
 	Oid			save_userid;
@@ -16,6 +18,7 @@ extern void state_user_enter(StateUser *saved);
 extern void state_user_leave(StateUser *saved);
 extern void state_read_latest(const char *sql, Oid relid, long tcount);
 extern char *relation_display_name(Oid relid);
+extern char *relation_quoted_name(Relation rel);
 
 /* Buffers rows for one of the state tables and inserts them set-based. */
 typedef struct StateBuffer StateBuffer;
