@@ -180,79 +180,12 @@ compare_keys(DiffExec *ex, Datum *av, bool *an, Datum *bv, bool *bn)
  * ---------------------------------------------------------------------
  */
 
+/* A column's value: dates and times as ISO 8601, json and jsonb embedded. */
 static void
-push_datum(JsonbParseState **st, DiffColumn *c, Datum d, bool isnull,
-		   JsonbIteratorToken token)
+push_column(JsonbParseState **st, DiffColumn *c, Datum d, bool isnull)
 {
-	JsonbValue	v;
-	char	   *s = NULL;
-
-	if (isnull)
-	{
-		v.type = jbvNull;
-		pushJsonbValue(st, token, &v);
-		return;
-	}
-	switch (c->jkind)
-	{
-		case DIFF_JSON_BOOL:
-			v.type = jbvBool;
-			v.val.boolean = DatumGetBool(d);
-			break;
-		case DIFF_JSON_NUMERIC:
-			if (numeric_is_nan(DatumGetNumeric(d)) || numeric_is_inf(DatumGetNumeric(d)))
-				s = OutputFunctionCall(&c->out, d);
-			else
-			{
-				v.type = jbvNumeric;
-				v.val.numeric = DatumGetNumeric(d);
-			}
-			break;
-		case DIFF_JSON_NUMBER:
-			s = OutputFunctionCall(&c->out, d);
-			if (IsValidJsonNumber(s, strlen(s)))
-			{
-				v.type = jbvNumeric;
-				v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(s),
-																	ObjectIdGetDatum(InvalidOid),
-																	Int32GetDatum(-1)));
-				s = NULL;
-			}
-			break;
-		case DIFF_JSON_DATETIME:
-			s = JsonEncodeDateTime(NULL, d, c->basetype, NULL);
-			break;
-		case DIFF_JSON_JSONB:
-		case DIFF_JSON_JSON:
-			{
-				Jsonb	   *jb;
-
-				if (c->jkind == DIFF_JSON_JSONB)
-					jb = DatumGetJsonbP(d);
-				else
-					jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-															CStringGetDatum(OutputFunctionCall(&c->out, d))));
-				if (JB_ROOT_IS_SCALAR(jb))
-					JsonbExtractScalar(&jb->root, &v);
-				else
-				{
-					v.type = jbvBinary;
-					v.val.binary.data = &jb->root;
-					v.val.binary.len = VARSIZE(jb) - VARHDRSZ;
-				}
-			}
-			break;
-		default:
-			s = OutputFunctionCall(&c->out, d);
-			break;
-	}
-	if (s != NULL)
-	{
-		v.type = jbvString;
-		v.val.string.val = s;
-		v.val.string.len = strlen(s);
-	}
-	pushJsonbValue(st, token, &v);
+	jsonb_push_datum(st, WJB_VALUE, d, isnull, c->basetype, &c->out,
+					 JSONB_DATUM_ISO_DATETIME | JSONB_DATUM_EMBED_JSON);
 }
 
 static Jsonb *
@@ -265,7 +198,7 @@ key_jsonb(DiffExec *ex, Datum *v, bool *n)
 	for (int i = 0; i < ex->spec->nkeys; i++)
 	{
 		jsonb_push_key(&st, ex->spec->keys[i].name);
-		push_datum(&st, &ex->spec->keys[i], v[i], n[i], WJB_VALUE);
+		push_column(&st, &ex->spec->keys[i], v[i], n[i]);
 	}
 	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	return JsonbValueToJsonb(res);
@@ -285,7 +218,7 @@ push_values(JsonbParseState **st, DiffExec *ex, Datum *v, bool *n,
 		int			i = which ? which[j] : j;
 
 		jsonb_push_key(st, ex->spec->cols[i].name);
-		push_datum(st, &ex->spec->cols[i], v[k + i], n[k + i], WJB_VALUE);
+		push_column(st, &ex->spec->cols[i], v[k + i], n[k + i]);
 	}
 	return pushJsonbValue(st, WJB_END_OBJECT, NULL);
 }

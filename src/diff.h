@@ -27,18 +27,6 @@ typedef enum DiffTolerance
 	DIFF_TOL_TIME				/* |s - t| <= tol_usecs microseconds */
 } DiffTolerance;
 
-/* How a value is rendered in the findings' jsonb. */
-typedef enum DiffJsonKind
-{
-	DIFF_JSON_STRING,
-	DIFF_JSON_BOOL,
-	DIFF_JSON_NUMERIC,			/* type numeric */
-	DIFF_JSON_NUMBER,			/* other numbers: through their text form */
-	DIFF_JSON_DATETIME,
-	DIFF_JSON_JSONB,
-	DIFF_JSON_JSON
-} DiffJsonKind;
-
 typedef struct DiffColumn
 {
 	char	   *name;			/* in the source; the name findings use */
@@ -52,7 +40,6 @@ typedef struct DiffColumn
 	Oid			tcollation;
 	int16		typlen;
 	bool		typbyval;
-	DiffJsonKind jkind;
 	FmgrInfo	out;
 
 	/* Equality: the type's "=" or, lacking one, the text forms. */

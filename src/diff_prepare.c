@@ -317,36 +317,6 @@ check_select_column(Oid relid, const char *side, const char *column)
 						   GetUserNameFromId(user, false))));
 }
 
-static DiffJsonKind
-json_kind_of(Oid basetype)
-{
-	switch (basetype)
-	{
-		case BOOLOID:
-			return DIFF_JSON_BOOL;
-		case NUMERICOID:
-			return DIFF_JSON_NUMERIC;
-		case INT2OID:
-		case INT4OID:
-		case INT8OID:
-		case FLOAT4OID:
-		case FLOAT8OID:
-			return DIFF_JSON_NUMBER;
-		case DATEOID:
-		case TIMEOID:
-		case TIMETZOID:
-		case TIMESTAMPOID:
-		case TIMESTAMPTZOID:
-			return DIFF_JSON_DATETIME;
-		case JSONBOID:
-			return DIFF_JSON_JSONB;
-		case JSONOID:
-			return DIFF_JSON_JSON;
-		default:
-			return DIFF_JSON_STRING;
-	}
-}
-
 /*
  * Settle the type both sides of a column are compared in: the same type,
  * or the one the other side's type converts to implicitly (integer and
@@ -402,7 +372,6 @@ resolve_column_type(DiffSpec *spec, DiffColumn *c, Form_pg_attribute sa,
 	get_typlenbyval(c->typid, &c->typlen, &c->typbyval);
 	getTypeOutputInfo(c->typid, &outfunc, &varlena);
 	fmgr_info(outfunc, &c->out);
-	c->jkind = json_kind_of(c->basetype);
 }
 
 /* Equality of a compared column. */
@@ -493,7 +462,6 @@ set_tolerance(DiffSpec *spec, DiffColumn *c, JsonbValue *v)
 				c->typlen = -1;
 				c->typbyval = false;
 				fmgr_info(F_NUMERIC_OUT, &c->out);
-				c->jkind = DIFF_JSON_NUMERIC;
 			}
 			break;
 		case DATEOID:

@@ -17,6 +17,8 @@
 #include "lib/stringinfo.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 #include "utils/numeric.h"
 
 #include "jsonbuild.h"
@@ -78,6 +80,110 @@ json_value_is_number(Oid type, const char *text)
 		default:
 			return false;
 	}
+}
+
+/*
+ * Push a Datum of type as one JSON value (token WJB_VALUE or WJB_ELEM):
+ * NULL as null, a boolean as true or false, a number whose text is a JSON
+ * number (json_value_is_number) as a number, the rest as the string out
+ * writes.  Flags keep a caller's established form: JSONB_DATUM_ISO_DATETIME
+ * writes dates and times as JSON does (ISO 8601, JsonEncodeDateTime), and
+ * JSONB_DATUM_EMBED_JSON embeds json and jsonb values instead of quoting
+ * their text.  The one way reconcile turns a Datum into JSON.
+ */
+void
+jsonb_push_datum(JsonbParseState **st, JsonbIteratorToken token, Datum d,
+				 bool isnull, Oid type, FmgrInfo *out, int flags)
+{
+	JsonbValue	v;
+	char	   *s;
+
+	if (isnull)
+	{
+		v.type = jbvNull;
+		pushJsonbValue(st, token, &v);
+		return;
+	}
+	switch (type)
+	{
+		case BOOLOID:
+			v.type = jbvBool;
+			v.val.boolean = DatumGetBool(d);
+			pushJsonbValue(st, token, &v);
+			return;
+		case NUMERICOID:
+			if (!numeric_is_nan(DatumGetNumeric(d)) && !numeric_is_inf(DatumGetNumeric(d)))
+			{
+				v.type = jbvNumeric;
+				v.val.numeric = DatumGetNumeric(d);
+				pushJsonbValue(st, token, &v);
+				return;
+			}
+			break;
+		case DATEOID:
+		case TIMEOID:
+		case TIMETZOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+			if (flags & JSONB_DATUM_ISO_DATETIME)
+			{
+				jsonb_push_string(st, token, JsonEncodeDateTime(NULL, d, type, NULL));
+				return;
+			}
+			break;
+		case JSONBOID:
+		case JSONOID:
+			if (flags & JSONB_DATUM_EMBED_JSON)
+			{
+				Jsonb	   *jb;
+
+				/*
+				 * A json value is a document of its own, parsed as the
+				 * json-to-jsonb cast parses it: not text reconcile built.
+				 */
+				if (type == JSONBOID)
+					jb = DatumGetJsonbP(d);
+				else
+					jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+															CStringGetDatum(OutputFunctionCall(out, d))));
+				if (JB_ROOT_IS_SCALAR(jb))
+					JsonbExtractScalar(&jb->root, &v);
+				else
+				{
+					v.type = jbvBinary;
+					v.val.binary.data = &jb->root;
+					v.val.binary.len = VARSIZE(jb) - VARHDRSZ;
+				}
+				pushJsonbValue(st, token, &v);
+				return;
+			}
+			break;
+		default:
+			break;
+	}
+	s = OutputFunctionCall(out, d);
+	if (json_value_is_number(type, s))
+	{
+		v.type = jbvNumeric;
+		v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(s),
+															ObjectIdGetDatum(InvalidOid),
+															Int32GetDatum(-1)));
+		pushJsonbValue(st, token, &v);
+	}
+	else
+		jsonb_push_string(st, token, s);
+}
+
+/* Push a string as one JSON value (token WJB_VALUE or WJB_ELEM). */
+void
+jsonb_push_string(JsonbParseState **st, JsonbIteratorToken token, const char *s)
+{
+	JsonbValue	v;
+
+	v.type = jbvString;
+	v.val.string.val = (char *) s;
+	v.val.string.len = strlen(s);
+	pushJsonbValue(st, token, &v);
 }
 
 /*

@@ -5,12 +5,20 @@
 #ifndef RECONCILE_JSONBUILD_H
 #define RECONCILE_JSONBUILD_H
 
+#include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 
 extern void jsonb_push_key(JsonbParseState **st, const char *key);
 extern void jsonb_push_string_field(JsonbParseState **st, const char *key, const char *value);
 extern void jsonb_push_int64_field(JsonbParseState **st, const char *key, int64 value);
+/* jsonb_push_datum flags */
+#define JSONB_DATUM_ISO_DATETIME	0x01	/* dates and times as ISO 8601 */
+#define JSONB_DATUM_EMBED_JSON		0x02	/* json, jsonb as values, not text */
+
+extern void jsonb_push_datum(JsonbParseState **st, JsonbIteratorToken token, Datum d,
+							 bool isnull, Oid type, FmgrInfo *out, int flags);
+extern void jsonb_push_string(JsonbParseState **st, JsonbIteratorToken token, const char *s);
 extern bool json_value_is_number(Oid type, const char *text);
 extern void json_append_value_text(StringInfo buf, Oid type, const char *text);
 typedef struct JsonbArrayBuilder JsonbArrayBuilder;
