@@ -133,6 +133,7 @@ record_conflicts(Merger *m, bytea *existing)
 {
 	TargetInfo *t = m->t;
 	char	   *key = key_to_json(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
+	Jsonb	   *keyjb = NULL;
 
 	for (int i = 0; i < m->nrows; i++)
 	{
@@ -158,7 +159,9 @@ record_conflicts(Merger *m, bytea *existing)
 			memcpy(VARDATA(h), row->hash, RECONCILE_SHA256_LEN);
 			values[0] = CStringGetTextDatum(m->b->batch_id);
 			values[1] = ObjectIdGetDatum(t->relid);
-			values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(key));
+			if (keyjb == NULL)
+				keyjb = key_to_jsonb(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
+			values[2] = JsonbPGetDatum(keyjb);
 			values[3] = Int64GetDatum(row->version);
 			values[4] = CStringGetTextDatum(m->b->manifest->entries[row->obj].object_key);
 			values[5] = Int64GetDatum(row->source_row);

@@ -170,6 +170,28 @@ payload_hash_compute(TargetInfo *t, Datum *values, bool *isnull,
 	pfree(buf.data);
 }
 
+/*
+ * The key as a jsonb object, the same value key_to_json writes: numbers and
+ * booleans as such, the rest as text.
+ */
+Jsonb *
+key_to_jsonb(TargetInfo *t, Datum *values)
+{
+	JsonbParseState *st = NULL;
+	JsonbValue *res;
+
+	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+	for (int i = 0; i < t->nkeys; i++)
+	{
+		TargetColumn *k = &t->keys[i];
+
+		jsonb_push_key(&st, k->name);
+		jsonb_push_datum(&st, WJB_VALUE, values[i], false, k->typid, &k->out, 0);
+	}
+	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
+	return JsonbValueToJsonb(res);
+}
+
 /* The key as a JSON object: numbers and booleans as such, the rest as text. */
 char *
 key_to_json(TargetInfo *t, Datum *values)

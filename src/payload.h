@@ -6,6 +6,8 @@
 #ifndef RECONCILE_PAYLOAD_H
 #define RECONCILE_PAYLOAD_H
 
+#include "utils/jsonb.h"
+
 #include "target.h"
 #include "sha256.h"
 
@@ -13,5 +15,6 @@ extern void payload_hash_compute(TargetInfo *target, Datum *values,
 								 bool *isnull, bool is_delete,
 								 Sha256Ctx *sha, uint8 *digest);
 extern char *key_to_json(TargetInfo *target, Datum *values);
+extern Jsonb *key_to_jsonb(TargetInfo *target, Datum *values);
 
 #endif							/* RECONCILE_PAYLOAD_H */
