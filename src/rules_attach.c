@@ -49,6 +49,7 @@
 #include "utils/typcache.h"
 
 #include "args.h"
+#include "jsonbuild.h"
 #include "loader.h"
 #include "rules.h"
 #include "state.h"
@@ -680,26 +681,22 @@ batch_rules_gate(BatchState *b)
 Datum
 batch_rules_warnings(BatchRules *br, bool *isnull)
 {
-	StringInfoData buf;
-	int			n = 0;
+	JsonbParseState *st = NULL;
+	JsonbValue *res;
 
 	*isnull = (br == NULL);
 	if (br == NULL)
 		return (Datum) 0;
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
+	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
 	for (int i = 0; i < br->nrow; i++)
 	{
 		Rule	   *r = &br->rules->rules[i];
 
 		if (r->severity != RULE_WARN)
 			continue;
-		if (n++ > 0)
-			appendStringInfoChar(&buf, ',');
-		escape_json(&buf, r->name);
-		appendStringInfo(&buf, ":" INT64_FORMAT, br->violations[i]);
+		jsonb_push_int64_field(&st, r->name, br->violations[i]);
 	}
-	appendStringInfoChar(&buf, '}');
-	return DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
+	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
+	return JsonbPGetDatum(JsonbValueToJsonb(res));
 }
 
