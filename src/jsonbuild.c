@@ -60,6 +60,18 @@ jsonb_push_int64_field(JsonbParseState **st, const char *key, int64 value)
 	pushJsonbValue(st, WJB_VALUE, &v);
 }
 
+/* Push the object field key: value, value as a JSON number. */
+void
+jsonb_push_numeric_field(JsonbParseState **st, const char *key, Numeric value)
+{
+	JsonbValue	v;
+
+	jsonb_push_key(st, key);
+	v.type = jbvNumeric;
+	v.val.numeric = value;
+	pushJsonbValue(st, WJB_VALUE, &v);
+}
+
 /*
  * Whether a value of type, given as its output text, goes into JSON as a
  * number: integers, numeric and floats whose text is a JSON number (not

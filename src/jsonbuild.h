@@ -8,10 +8,12 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "utils/jsonb.h"
+#include "utils/numeric.h"
 
 extern void jsonb_push_key(JsonbParseState **st, const char *key);
 extern void jsonb_push_string_field(JsonbParseState **st, const char *key, const char *value);
 extern void jsonb_push_int64_field(JsonbParseState **st, const char *key, int64 value);
+extern void jsonb_push_numeric_field(JsonbParseState **st, const char *key, Numeric value);
 /* jsonb_push_datum flags */
 #define JSONB_DATUM_ISO_DATETIME	0x01	/* dates and times as ISO 8601 */
 #define JSONB_DATUM_EMBED_JSON		0x02	/* json, jsonb as values, not text */

@@ -946,36 +946,30 @@ keep_running_proposals(Profile *p, List *props)
 
 /* ---- the document ---- */
 
-static char *
-document_json(List *props)
+static Jsonb *
+document_jsonb(List *props)
 {
-	StringInfoData buf;
+	JsonbParseState *st = NULL;
+	JsonbValue *res;
 	static const char *const sections[] = {"fail", "warn", "drop"};
 	ListCell   *lc;
-	int			n;
 
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
+	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
 	for (int s = 0; s < 3; s++)
 	{
-		appendStringInfo(&buf, "\"%s\":{", sections[s]);
-		n = 0;
+		jsonb_push_key(&st, sections[s]);
+		pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
 		foreach(lc, props)
 		{
 			Proposal   *pr = lfirst(lc);
 
-			if (strcmp(pr->section, sections[s]) != 0)
-				continue;
-			if (n++ > 0)
-				appendStringInfoChar(&buf, ',');
-			escape_json(&buf, pr->name);
-			appendStringInfoChar(&buf, ':');
-			escape_json(&buf, pr->text);
+			if (strcmp(pr->section, sections[s]) == 0)
+				jsonb_push_string_field(&st, pr->name, pr->text);
 		}
-		appendStringInfoString(&buf, "},");
+		pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	}
-	appendStringInfoString(&buf, "\"dataset_checks\":[");
-	n = 0;
+	jsonb_push_key(&st, "dataset_checks");
+	pushJsonbValue(&st, WJB_BEGIN_ARRAY, NULL);
 	foreach(lc, props)
 	{
 		Proposal   *pr = lfirst(lc);
@@ -983,40 +977,40 @@ document_json(List *props)
 
 		if (strcmp(pr->section, "dataset_checks") != 0)
 			continue;
-		if (n++ > 0)
-			appendStringInfoChar(&buf, ',');
-		appendStringInfoString(&buf, "{\"name\":");
-		escape_json(&buf, pr->name);
-		appendStringInfoString(&buf, ",\"description\":");
-		escape_json(&buf, pr->description);
-		appendStringInfoString(&buf, ",\"columns\":[");
+		pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+		jsonb_push_string_field(&st, "name", pr->name);
+		jsonb_push_string_field(&st, "description", pr->description);
+		jsonb_push_key(&st, "columns");
+		pushJsonbValue(&st, WJB_BEGIN_ARRAY, NULL);
 		foreach(cc, pr->columns)
-		{
-			if (cc != list_head(pr->columns))
-				appendStringInfoChar(&buf, ',');
-			escape_json(&buf, lfirst(cc));
-		}
-		appendStringInfoString(&buf, "],\"sql\":");
-		escape_json(&buf, pr->text);
-		appendStringInfoChar(&buf, '}');
+			jsonb_push_string(&st, WJB_ELEM, lfirst(cc));
+		pushJsonbValue(&st, WJB_END_ARRAY, NULL);
+		jsonb_push_string_field(&st, "sql", pr->text);
+		pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	}
-	appendStringInfoString(&buf, "],\"evidence\":{");
-	n = 0;
+	pushJsonbValue(&st, WJB_END_ARRAY, NULL);
+	jsonb_push_key(&st, "evidence");
+	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
 	foreach(lc, props)
 	{
 		Proposal   *pr = lfirst(lc);
+		char	   *share = psprintf("%.4f", pr->checked > 0 ? (double) pr->holding / pr->checked : 1.0);
 
-		if (n++ > 0)
-			appendStringInfoChar(&buf, ',');
-		escape_json(&buf, pr->name);
-		appendStringInfo(&buf, ":{\"kind\":\"%s\",\"description\":", pr->kind);
-		escape_json(&buf, pr->description);
-		appendStringInfo(&buf, ",\"rows_checked\":" INT64_FORMAT ",\"rows_holding\":" INT64_FORMAT
-						 ",\"share\":%.4f}", pr->checked, pr->holding,
-						 pr->checked > 0 ? (double) pr->holding / pr->checked : 1.0);
+		jsonb_push_key(&st, pr->name);
+		pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+		jsonb_push_string_field(&st, "kind", pr->kind);
+		jsonb_push_string_field(&st, "description", pr->description);
+		jsonb_push_int64_field(&st, "rows_checked", pr->checked);
+		jsonb_push_int64_field(&st, "rows_holding", pr->holding);
+		jsonb_push_numeric_field(&st, "share",
+								 DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(share),
+																	 ObjectIdGetDatum(InvalidOid),
+																	 Int32GetDatum(-1))));
+		pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	}
-	appendStringInfoString(&buf, "}}");
-	return buf.data;
+	pushJsonbValue(&st, WJB_END_OBJECT, NULL);
+	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
+	return JsonbValueToJsonb(res);
 }
 
 static double
@@ -1081,7 +1075,6 @@ reconcile_discover_rules(PG_FUNCTION_ARGS)
 	StringInfoData sql;
 	SPIExecuteOptions opts;
 	List	   *props = NIL;
-	char	   *doc = NULL;
 	RulesEnv	env;
 	Datum		result;
 
@@ -1154,12 +1147,12 @@ reconcile_discover_rules(PG_FUNCTION_ARGS)
 			propose_linear_rules(p, &props);
 			propose_implications(p, &props);
 		}
-		doc = document_json(keep_running_proposals(p, props));
+		props = keep_running_proposals(p, props);
 	}
 	rules_env_leave(&env);
 	/* SPI calls leave SPI's own context current; the result must outlive it. */
 	MemoryContextSwitchTo(cxt);
-	result = DirectFunctionCall1(jsonb_in, CStringGetDatum(doc));
+	result = JsonbPGetDatum(document_jsonb(props));
 	SPI_finish();
 	PG_RETURN_DATUM(result);
 }
