@@ -15,9 +15,11 @@
 #include "catalog/pg_type.h"
 #include "common/jsonapi.h"
 #include "lib/stringinfo.h"
+#include "nodes/makefuncs.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/numeric.h"
 
@@ -70,6 +72,34 @@ jsonb_push_numeric_field(JsonbParseState **st, const char *key, Numeric value)
 	v.type = jbvNumeric;
 	v.val.numeric = value;
 	pushJsonbValue(st, WJB_VALUE, &v);
+}
+
+/* Push the object field key: null. */
+void
+jsonb_push_null_field(JsonbParseState **st, const char *key)
+{
+	JsonbValue	v;
+
+	jsonb_push_key(st, key);
+	v.type = jbvNull;
+	pushJsonbValue(st, WJB_VALUE, &v);
+}
+
+/*
+ * A composite value as jsonb, as to_jsonb(row) writes it: to_jsonb itself,
+ * called with an expression that says its argument is a record.
+ */
+Jsonb *
+jsonb_from_row(Datum row)
+{
+	FmgrInfo	flinfo;
+
+	fmgr_info(F_TO_JSONB, &flinfo);
+	fmgr_info_set_expr((Node *) makeFuncExpr(F_TO_JSONB, JSONBOID,
+											 list_make1(makeNullConst(RECORDOID, -1, InvalidOid)),
+											 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL),
+					   &flinfo);
+	return DatumGetJsonbP(FunctionCall1(&flinfo, row));
 }
 
 /*

@@ -68,7 +68,7 @@ typedef struct RuleResult
 	RuleStatus	status;
 	int64		invalid;
 	int			nsamples;
-	StringInfoData samples;		/* JSON array elements, comma separated */
+	JsonbParseState *samples;	/* an open JSON array of the samples */
 	char	   *error;
 	Node	   *expr;			/* parse-analysed, when rule_eval can run it */
 } RuleResult;
@@ -92,20 +92,48 @@ typedef struct CheckRun
 
 /* One value of a sample row as JSON: numbers and booleans as such. */
 static void
-append_json_value(StringInfo buf, Datum value, bool isnull, Oid type)
+push_sample_value(JsonbParseState **st, JsonbIteratorToken token, Datum value,
+				  bool isnull, Oid type)
 {
 	Oid			out;
 	bool		varlena;
-	char	   *text;
+	FmgrInfo	flinfo;
 
-	if (isnull)
-	{
-		appendStringInfoString(buf, "null");
-		return;
-	}
 	getTypeOutputInfo(type, &out, &varlena);
-	text = OidOutputFunctionCall(out, value);
-	json_append_value_text(buf, type, text);
+	fmgr_info(out, &flinfo);
+	jsonb_push_datum(st, token, value, isnull, type, &flinfo, 0);
+}
+
+/* A whole row (a composite value) as a sample, as to_jsonb writes it. */
+static void
+push_sample_row(JsonbParseState **st, Datum row)
+{
+	Jsonb	   *jb = jsonb_from_row(row);
+	JsonbValue	v;
+
+	v.type = jbvBinary;
+	v.val.binary.data = &jb->root;
+	v.val.binary.len = VARSIZE(jb) - VARHDRSZ;
+	pushJsonbValue(st, WJB_ELEM, &v);
+}
+
+/* Forget a rule's samples: start an empty array, in the run's context. */
+static void
+samples_reset(CheckRun *run, RuleResult *res)
+{
+	MemoryContext old = MemoryContextSwitchTo(run->cxt);
+
+	res->nsamples = 0;
+	res->samples = NULL;
+	pushJsonbValue(&res->samples, WJB_BEGIN_ARRAY, NULL);
+	MemoryContextSwitchTo(old);
+}
+
+/* A rule's samples as a jsonb array; closes the array, so once per result. */
+static Jsonb *
+samples_jsonb(RuleResult *res)
+{
+	return JsonbValueToJsonb(pushJsonbValue(&res->samples, WJB_END_ARRAY, NULL));
 }
 
 /*
@@ -152,33 +180,27 @@ scan_receive(TupleTableSlot *slot, DestReceiver *self)
 			MemoryContext old = MemoryContextSwitchTo(run->cxt);
 			TupleDesc	desc = slot->tts_tupleDescriptor;
 
-			if (res->nsamples++ > 0)
-				appendStringInfoChar(&res->samples, ',');
+			res->nsamples++;
 			if (run->nkeys == 0)
 			{
-				/* The row as row_to_json(r.*) writes it. */
+				/* The row as to_jsonb(r.*) writes it. */
 				HeapTuple	row = heap_form_tuple(run->rowdesc, slot->tts_values,
 												  slot->tts_isnull);
 
-				appendStringInfoString(&res->samples,
-									   TextDatumGetCString(DirectFunctionCall1(row_to_json,
-																			   heap_copy_tuple_as_datum(row, run->rowdesc))));
+				push_sample_row(&res->samples, heap_copy_tuple_as_datum(row, run->rowdesc));
 			}
 			else
 			{
-				appendStringInfoChar(&res->samples, '{');
+				pushJsonbValue(&res->samples, WJB_BEGIN_OBJECT, NULL);
 				for (int k = 0; k < run->nkeys; k++)
 				{
 					int			pos = run->keyatts[k] - 1;
 
-					if (k > 0)
-						appendStringInfoChar(&res->samples, ',');
-					escape_json(&res->samples, run->keys[k]);
-					appendStringInfoChar(&res->samples, ':');
-					append_json_value(&res->samples, slot->tts_values[pos], slot->tts_isnull[pos],
-									  TupleDescAttr(desc, pos)->atttypid);
+					jsonb_push_key(&res->samples, run->keys[k]);
+					push_sample_value(&res->samples, WJB_VALUE, slot->tts_values[pos],
+									  slot->tts_isnull[pos], TupleDescAttr(desc, pos)->atttypid);
 				}
-				appendStringInfoChar(&res->samples, '}');
+				pushJsonbValue(&res->samples, WJB_END_OBJECT, NULL);
 			}
 			MemoryContextSwitchTo(old);
 		}
@@ -295,8 +317,7 @@ scan_rules(void *arg)
 		RuleResult *res = &run->results[a->idx[j]];
 
 		res->invalid = 0;
-		res->nsamples = 0;
-		resetStringInfo(&res->samples);
+		samples_reset(run, res);
 	}
 
 	memset(&opts, 0, sizeof(opts));
@@ -369,14 +390,11 @@ dataset_receive(TupleTableSlot *slot, DestReceiver *self)
 		MemoryContext old = MemoryContextSwitchTo(dr->run->cxt);
 		Oid			type = TupleDescAttr(desc, 0)->atttypid;
 
-		if (res->nsamples++ > 0)
-			appendStringInfoChar(&res->samples, ',');
+		res->nsamples++;
 		if (type_is_rowtype(type))
-			appendStringInfoString(&res->samples,
-								   TextDatumGetCString(DirectFunctionCall1(row_to_json,
-																		   slot->tts_values[0])));
+			push_sample_row(&res->samples, slot->tts_values[0]);
 		else
-			append_json_value(&res->samples, slot->tts_values[0], false, type);
+			push_sample_value(&res->samples, WJB_ELEM, slot->tts_values[0], false, type);
 		MemoryContextSwitchTo(old);
 	}
 	return true;
@@ -405,8 +423,7 @@ run_dataset_check(void *arg)
 	dr.run = a->run;
 	dr.res = a->res;
 	a->res->invalid = 0;
-	a->res->nsamples = 0;
-	resetStringInfo(&a->res->samples);
+	samples_reset(a->run, a->res);
 	memset(&opts, 0, sizeof(opts));
 	opts.read_only = true;
 	opts.dest = (DestReceiver *) &dr;
@@ -647,7 +664,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 	for (int i = 0; i < rs->nrules; i++)
 	{
 		run->results[i].rule = &rs->rules[i];
-		initStringInfo(&run->results[i].samples);
+		samples_reset(run, &run->results[i]);
 	}
 
 	/*
@@ -820,8 +837,7 @@ reconcile_check(PG_FUNCTION_ARGS)
 		{
 			values[3] = Int64GetDatum(res->invalid);
 			values[4] = invalid_pct(run, res->invalid);
-			values[6] = DirectFunctionCall1(jsonb_in,
-											CStringGetDatum(psprintf("[%s]", res->samples.data)));
+			values[6] = JsonbPGetDatum(samples_jsonb(res));
 		}
 		values[5] = BoolGetDatum(result_breaches(res));
 		values[7] = detail ? CStringGetTextDatum(detail) : (Datum) 0;
@@ -841,7 +857,7 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 {
 	MemoryContext cxt;
 	CheckRun   *run;
-	StringInfoData buf;
+	JsonbParseState *st = NULL;
 	int			passed = 0,
 				failed = 0,
 				errored = 0;
@@ -857,48 +873,66 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 	/* SPI calls leave SPI's own context current; the result must outlive it. */
 	MemoryContextSwitchTo(cxt);
 
-	initStringInfo(&buf);
-	appendStringInfoString(&buf, "[");
+	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+	jsonb_push_key(&st, "rules");
+	pushJsonbValue(&st, WJB_BEGIN_ARRAY, NULL);
 	for (int i = 0; i < run->rules->nrules; i++)
 	{
 		RuleResult *res = &run->results[i];
 		char	   *detail = result_detail(run, res);
+		JsonbValue	v;
 
 		passed += res->status == RS_PASS;
 		failed += res->status == RS_FAIL;
 		errored += res->status == RS_ERROR;
 		blocked |= result_breaches(res);
-		if (i > 0)
-			appendStringInfoChar(&buf, ',');
-		appendStringInfoString(&buf, "{\"rule\":");
-		escape_json(&buf, res->rule->name);
-		appendStringInfo(&buf, ",\"severity\":\"%s\",\"status\":\"%s\"",
-						 rule_severity_names[res->rule->severity], status_name(res->status));
+		pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+		jsonb_push_string_field(&st, "rule", res->rule->name);
+		jsonb_push_string_field(&st, "severity", rule_severity_names[res->rule->severity]);
+		jsonb_push_string_field(&st, "status", status_name(res->status));
 		if (res->status == RS_ERROR)
-			appendStringInfoString(&buf, ",\"invalid_rows\":null,\"invalid_pct\":null");
+		{
+			jsonb_push_null_field(&st, "invalid_rows");
+			jsonb_push_null_field(&st, "invalid_pct");
+		}
 		else
-			appendStringInfo(&buf, ",\"invalid_rows\":" INT64_FORMAT ",\"invalid_pct\":%s",
-							 res->invalid,
-							 DatumGetCString(DirectFunctionCall1(numeric_out,
-																 invalid_pct(run, res->invalid))));
-		appendStringInfo(&buf, ",\"gate_breach\":%s,\"sample\":",
-						 result_breaches(res) ? "true" : "false");
+		{
+			jsonb_push_int64_field(&st, "invalid_rows", res->invalid);
+			jsonb_push_numeric_field(&st, "invalid_pct",
+									 DatumGetNumeric(invalid_pct(run, res->invalid)));
+		}
+		jsonb_push_key(&st, "gate_breach");
+		v.type = jbvBool;
+		v.val.boolean = result_breaches(res);
+		pushJsonbValue(&st, WJB_VALUE, &v);
 		if (res->status == RS_ERROR)
-			appendStringInfoString(&buf, "null");
+			jsonb_push_null_field(&st, "sample");
 		else
-			appendStringInfo(&buf, "[%s]", res->samples.data);
-		appendStringInfoString(&buf, ",\"detail\":");
+		{
+			Jsonb	   *samples = samples_jsonb(res);
+
+			jsonb_push_key(&st, "sample");
+			v.type = jbvBinary;
+			v.val.binary.data = &samples->root;
+			v.val.binary.len = VARSIZE(samples) - VARHDRSZ;
+			pushJsonbValue(&st, WJB_VALUE, &v);
+		}
 		if (detail)
-			escape_json(&buf, detail);
+			jsonb_push_string_field(&st, "detail", detail);
 		else
-			appendStringInfoString(&buf, "null");
-		appendStringInfoChar(&buf, '}');
+			jsonb_push_null_field(&st, "detail");
+		pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	}
-	appendStringInfoChar(&buf, ']');
-	result = DirectFunctionCall1(jsonb_in, CStringGetDatum(
-		psprintf("{\"summary\":{\"rules\":%d,\"passed\":%d,\"failed\":%d,\"errored\":%d,\"gate\":\"%s\"},\"rules\":%s}",
-				 run->rules->nrules, passed, failed, errored,
-				 blocked ? "blocked" : "pass", buf.data)));
+	pushJsonbValue(&st, WJB_END_ARRAY, NULL);
+	jsonb_push_key(&st, "summary");
+	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+	jsonb_push_int64_field(&st, "rules", run->rules->nrules);
+	jsonb_push_int64_field(&st, "passed", passed);
+	jsonb_push_int64_field(&st, "failed", failed);
+	jsonb_push_int64_field(&st, "errored", errored);
+	jsonb_push_string_field(&st, "gate", blocked ? "blocked" : "pass");
+	pushJsonbValue(&st, WJB_END_OBJECT, NULL);
+	result = JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL)));
 	SPI_finish();
 	PG_RETURN_DATUM(result);
 }
