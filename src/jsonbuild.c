@@ -86,20 +86,22 @@ jsonb_push_null_field(JsonbParseState **st, const char *key)
 }
 
 /*
- * A composite value as jsonb, as to_jsonb(row) writes it: to_jsonb itself,
- * called with an expression that says its argument is a record.
+ * A value of type as jsonb, as to_jsonb writes it: to_jsonb itself, called
+ * with an expression that gives its argument's type.  Composite values
+ * (type RECORDOID serves for any) and json documents, which to_jsonb
+ * parses as the json-to-jsonb cast does.
  */
 Jsonb *
-jsonb_from_row(Datum row)
+jsonb_from_datum(Datum d, Oid type)
 {
 	FmgrInfo	flinfo;
 
 	fmgr_info(F_TO_JSONB, &flinfo);
 	fmgr_info_set_expr((Node *) makeFuncExpr(F_TO_JSONB, JSONBOID,
-											 list_make1(makeNullConst(RECORDOID, -1, InvalidOid)),
+											 list_make1(makeNullConst(type, -1, InvalidOid)),
 											 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL),
 					   &flinfo);
-	return DatumGetJsonbP(FunctionCall1(&flinfo, row));
+	return DatumGetJsonbP(FunctionCall1(&flinfo, d));
 }
 
 /*
@@ -179,15 +181,10 @@ jsonb_push_datum(JsonbParseState **st, JsonbIteratorToken token, Datum d,
 			{
 				Jsonb	   *jb;
 
-				/*
-				 * A json value is a document of its own, parsed as the
-				 * json-to-jsonb cast parses it: not text reconcile built.
-				 */
 				if (type == JSONBOID)
 					jb = DatumGetJsonbP(d);
 				else
-					jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-															CStringGetDatum(OutputFunctionCall(out, d))));
+					jb = jsonb_from_datum(d, JSONOID);
 				if (JB_ROOT_IS_SCALAR(jb))
 					JsonbExtractScalar(&jb->root, &v);
 				else

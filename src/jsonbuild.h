@@ -14,7 +14,7 @@ extern void jsonb_push_key(JsonbParseState **st, const char *key);
 extern void jsonb_push_string_field(JsonbParseState **st, const char *key, const char *value);
 extern void jsonb_push_int64_field(JsonbParseState **st, const char *key, int64 value);
 extern void jsonb_push_null_field(JsonbParseState **st, const char *key);
-extern Jsonb *jsonb_from_row(Datum row);
+extern Jsonb *jsonb_from_datum(Datum d, Oid type);
 extern void jsonb_push_numeric_field(JsonbParseState **st, const char *key, Numeric value);
 /* jsonb_push_datum flags */
 #define JSONB_DATUM_ISO_DATETIME	0x01	/* dates and times as ISO 8601 */

@@ -108,7 +108,7 @@ push_sample_value(JsonbParseState **st, JsonbIteratorToken token, Datum value,
 static void
 push_sample_row(JsonbParseState **st, Datum row)
 {
-	Jsonb	   *jb = jsonb_from_row(row);
+	Jsonb	   *jb = jsonb_from_datum(row, RECORDOID);
 	JsonbValue	v;
 
 	v.type = jbvBinary;
