@@ -54,12 +54,7 @@ jsonb_push_string_field(JsonbParseState **st, const char *key, const char *value
 void
 jsonb_push_int64_field(JsonbParseState **st, const char *key, int64 value)
 {
-	JsonbValue	v;
-
-	jsonb_push_key(st, key);
-	v.type = jbvNumeric;
-	v.val.numeric = int64_to_numeric(value);
-	pushJsonbValue(st, WJB_VALUE, &v);
+	jsonb_push_numeric_field(st, key, int64_to_numeric(value));
 }
 
 /* Push the object field key: value, value as a JSON number. */
