@@ -111,3 +111,68 @@ CREATE EVENT TRIGGER reconcile_forget_dropped ON sql_drop
     EXECUTE FUNCTION reconcile.forget_dropped();
 -- Also under session_replication_role = replica.
 ALTER EVENT TRIGGER reconcile_forget_dropped ENABLE ALWAYS;
+
+-- ---- diffcfg (issue 13): reconciliation configs as users have them ----
+
+-- One COPY of a config file (or rows in an INSERT) into this view makes
+-- jobs: its INSTEAD OF trigger checks each row as a run would and inserts
+-- or replaces the job of that name in reconcile.diff_jobs, with the
+-- loader's own rights.  It resolves the relation names with the loader's
+-- search_path and stores them schema-qualified, so it runs without SET
+-- search_path; every name it writes through SPI is qualified.
+CREATE FUNCTION reconcile.diff_job_config_load()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'reconcile_diff_job_config_load'
+LANGUAGE C;
+REVOKE ALL ON FUNCTION reconcile.diff_job_config_load() FROM PUBLIC;
+
+-- Reading the view shows the jobs in the file's layout (key columns as a
+-- list, quoted where a name holds a comma, a quote or surrounding blanks;
+-- the window as from/to or a look-back interval).  security_invoker: the
+-- reader's rights and any row-level security on diff_jobs apply.
+CREATE VIEW reconcile.diff_job_config WITH (security_invoker = true) AS
+SELECT j.name AS job,
+       j.source,
+       j.target,
+       (SELECT pg_catalog.string_agg(
+                   CASE WHEN k OPERATOR(pg_catalog.~) '^[^",[:space:]]([^",]*[^",[:space:]])?$' THEN k
+                        ELSE '"' OPERATOR(pg_catalog.||) pg_catalog.replace(k, '"', '""')
+                             OPERATOR(pg_catalog.||) '"' END,
+                   ', ' ORDER BY n)
+          FROM pg_catalog.unnest(j.key_columns) WITH ORDINALITY AS u(k, n)) AS key_columns,
+       j.options OPERATOR(pg_catalog.->>) 'updated_column' AS updated_column,
+       CASE WHEN j.options OPERATOR(pg_catalog.?) 'lookback'
+            THEN j.options OPERATOR(pg_catalog.->>) 'lookback'
+            WHEN pg_catalog.jsonb_typeof(j.options OPERATOR(pg_catalog.->) 'window')
+                 OPERATOR(pg_catalog.=) 'array'
+            THEN pg_catalog.concat(j.options OPERATOR(pg_catalog.#>>) '{window,0}', '/',
+                                   j.options OPERATOR(pg_catalog.#>>) '{window,1}')
+       END AS "window"
+  FROM reconcile.diff_jobs j;
+
+-- An UPDATE is refused (a job changes by loading its row again); a DELETE
+-- through the view deletes the job, with the deleting role's rights.
+CREATE TRIGGER load_config INSTEAD OF INSERT OR UPDATE ON reconcile.diff_job_config
+    FOR EACH ROW EXECUTE FUNCTION reconcile.diff_job_config_load();
+
+-- Anyone may try: the trigger writes diff_jobs with the loader's rights,
+-- which only diff_jobs' owner, and whom it grants INSERT and UPDATE, have.
+REVOKE ALL ON reconcile.diff_job_config FROM PUBLIC;
+GRANT SELECT, INSERT ON reconcile.diff_job_config TO PUBLIC;
+
+COMMENT ON VIEW reconcile.diff_job_config IS
+    'Reconciliation config, one row per job: COPY reconcile.diff_job_config FROM ''file.csv'' CSV HEADER inserts or replaces jobs in reconcile.diff_jobs, checked as a run checks them, with the loader''s rights; reading it shows the jobs in the same layout.';
+COMMENT ON COLUMN reconcile.diff_job_config.job IS
+    'Job name; a job of the same name is replaced (options set by hand other than updated_column, window and lookback stay).';
+COMMENT ON COLUMN reconcile.diff_job_config.source IS
+    'Source relation; resolved when loaded with the loader''s search_path and stored schema-qualified.';
+COMMENT ON COLUMN reconcile.diff_job_config.target IS
+    'Target relation; resolved when loaded with the loader''s search_path and stored schema-qualified.';
+COMMENT ON COLUMN reconcile.diff_job_config.key_columns IS
+    'Comma-separated key columns, blanks around commas ignored; each name is the column of its exact spelling, or else of its lower-case form.';
+COMMENT ON COLUMN reconcile.diff_job_config.updated_column IS
+    'Optional column of last update (matched like the key columns).';
+COMMENT ON COLUMN reconcile.diff_job_config."window" IS
+    'Optional window on the updated column: from/to (ISO 8601, either end empty for an open one) or a look-back interval such as 7 days.';
+COMMENT ON FUNCTION reconcile.diff_job_config_load() IS
+    'INSTEAD OF INSERT OR UPDATE trigger of reconcile.diff_job_config: checks a config row as a diff job and inserts or replaces it in reconcile.diff_jobs as the loading role; refuses an UPDATE.';
