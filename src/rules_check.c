@@ -6,12 +6,14 @@
  * All row rules of a document are evaluated in one scan of the relation:
  *		SELECT <sample columns>, (r1) IS NOT TRUE, (r2) IS NOT TRUE, ...
  * whose rows are consumed by a DestReceiver that counts violations and
- * keeps a few samples, without materialising the result.  A rule that
- * cannot be planned is left out of the scan and reported as ERROR; when
+ * keeps a few samples, without materialising the result.  A rule that does
+ * not parse, is refused or cannot be planned is left out of the scan and
+ * reported as ERROR, with its SQLSTATE, beside its descriptive keys; when
  * the scan itself fails at run time (division by zero on some row) the
  * rules are split in halves and rescanned until the failing rules are
  * isolated.  Every attempt runs in a subtransaction that is rolled back,
- * so nothing a rule does outlives the check but its counts.
+ * so nothing a rule does outlives the check but its counts.  With option
+ * fail_on_breach a blocked gate becomes an error once the result is built.
  */
 #include "postgres.h"
 
