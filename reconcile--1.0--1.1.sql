@@ -176,3 +176,36 @@ COMMENT ON COLUMN reconcile.diff_job_config."window" IS
     'Optional window on the updated column: from/to (ISO 8601, either end empty for an open one) or a look-back interval such as 7 days.';
 COMMENT ON FUNCTION reconcile.diff_job_config_load() IS
     'INSTEAD OF INSERT OR UPDATE trigger of reconcile.diff_job_config: checks a config row as a diff job and inserts or replaces it in reconcile.diff_jobs as the loading role; refuses an UPDATE.';
+
+-- ---- rules documents as dataframe tools write them (issue 13, rulesdoc) ----
+
+-- reconcile_check shows, per rule, the SQLSTATE of an ERROR and the
+-- rule's descriptive keys.  A function's result columns change only by
+-- DROP and CREATE (a view of yours over reconcile_check makes this DROP,
+-- and so the update, fail: drop the view first and create it again after).
+DROP FUNCTION @extschema@.reconcile_check(pg_catalog.regclass, pg_catalog.jsonb, pg_catalog.jsonb);
+CREATE FUNCTION @extschema@.reconcile_check(
+    relation pg_catalog.regclass,
+    rules pg_catalog.jsonb,
+    options pg_catalog.jsonb DEFAULT '{}')
+RETURNS TABLE (
+    rule              pg_catalog.text,
+    severity          pg_catalog.text,
+    status            pg_catalog.text,
+    invalid_rows      pg_catalog.int8,
+    invalid_pct       pg_catalog.numeric,
+    gate_breach       pg_catalog.bool,
+    sample            pg_catalog.jsonb,
+    detail            pg_catalog.text,
+    sqlstate          pg_catalog.text,
+    description       pg_catalog.text,
+    columns           pg_catalog.text[],
+    reference_context pg_catalog.text)
+AS 'MODULE_PATHNAME', 'reconcile_check'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.reconcile_check(pg_catalog.regclass, pg_catalog.jsonb, pg_catalog.jsonb) IS
+'Runs a rules document (row rules under fail/warn/drop, as expressions or objects with sql, description, reference_context, columns; dataset_checks with name, sql and the same keys; back-quoted Spark SQL names accepted) over a relation in one scan, with the caller''s rights, read-only; one row per rule: PASS, FAIL or ERROR (a rule that does not parse, plan or run, with its message and SQLSTATE; the others still run). Options: sample (0-10000 rows kept per rule, default 10), key_columns (array of column names identifying sample rows), fail_on_breach (boolean, default false: raise SQLSTATE 23514 naming the breaching rules when the gate is blocked).';
+
+COMMENT ON FUNCTION @extschema@.reconcile_check_report(pg_catalog.regclass, pg_catalog.jsonb, pg_catalog.jsonb) IS
+'The same run as reconcile_check, returned as one jsonb document: {"summary": {rules, passed, failed, errored, gate: pass|blocked}, "rules": [one object per rule with the columns of reconcile_check]}; stores nothing. Options: sample (0-10000 rows kept per rule, default 10), key_columns (array of column names identifying sample rows), fail_on_breach (boolean, default false: raise SQLSTATE 23514 naming the breaching rules instead of returning the report when the gate is blocked).';

@@ -29,8 +29,16 @@ typedef struct Rule
 {
 	char	   *name;
 	RuleSeverity severity;
-	char	   *text;			/* boolean expression, or the check's SELECT */
-	char	   *description;	/* dataset checks only; may be NULL */
+	char	   *text;			/* boolean expression, or the check's SELECT,
+								 * back-quoted names converted */
+	/* Descriptive keys, shown in reports; each may be NULL. */
+	char	   *description;
+	char	   *reference_context;
+	List	   *columns;		/* of char *; NIL when the key is absent */
+	bool		has_columns;
+	/* rules_parse_for_report: why the rule does not pass its checks */
+	char	   *error;
+	int			sqlerrcode;
 } Rule;
 
 typedef struct RuleSet
@@ -71,6 +79,8 @@ extern void rules_env_leave(RulesEnv *env);
 extern void rules_user_enter(RulesEnv *env, Oid owner);
 extern void rules_user_leave(RulesEnv *env);
 extern RuleSet *rules_parse(Jsonb *doc);
+extern RuleSet *rules_parse_for_report(Jsonb *doc);
+extern ErrorData *rules_try(void (*fn) (void *), void *arg);
 extern char *rules_quote_relation(Oid relid);
 extern char *rules_dataset_statement(Rule *r, const char *prefix, const char *table,
 									 const char *select);
