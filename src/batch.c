@@ -213,9 +213,17 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	b->target = target_load(PG_GETARG_OID(0));
 
-	/* The batch's options over the registration's (options.c). */
+	/*
+	 * The batch's options over the registration's (options.c).  Called
+	 * through 1.0's definition (five arguments: the library is newer than
+	 * the schema until ALTER EXTENSION reconcile UPDATE), a batch keeps 1.0's
+	 * behaviour and ignores staged columns it does not know, since its
+	 * caller has no way to say otherwise.
+	 */
 	b->options = b->target->options;
-	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
+	if (PG_NARGS() <= 5)
+		b->options.ignore_unknown_columns = true;
+	else if (!PG_ARGISNULL(5))
 		load_options_apply(&b->options, PG_GETARG_JSONB_P(5), "reconcile_batch");
 
 	/*
