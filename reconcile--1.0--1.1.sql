@@ -209,3 +209,63 @@ COMMENT ON FUNCTION @extschema@.reconcile_check(pg_catalog.regclass, pg_catalog.
 
 COMMENT ON FUNCTION @extschema@.reconcile_check_report(pg_catalog.regclass, pg_catalog.jsonb, pg_catalog.jsonb) IS
 'The same run as reconcile_check, returned as one jsonb document: {"summary": {rules, passed, failed, errored, gate: pass|blocked}, "rules": [one object per rule with the columns of reconcile_check]}; stores nothing. Options: sample (0-10000 rows kept per rule, default 10), key_columns (array of column names identifying sample rows), fail_on_breach (boolean, default false: raise SQLSTATE 23514 naming the breaching rules instead of returning the report when the gate is blocked).';
+
+-- ---- stage: object versions, reject and schema drift policies ----
+
+-- Several versions of one object may be loaded by one batch (a staged
+-- relation with a version_id column tells their rows apart), so a batch's
+-- objects are keyed by version too.  Every 1.0 row stays: 1.0 loaded one
+-- version per object_key per batch.
+ALTER TABLE reconcile.batch_objects DROP CONSTRAINT batch_objects_pkey;
+ALTER TABLE reconcile.batch_objects ADD PRIMARY KEY (target, batch_id, object_key, version_id);
+
+-- Rejects and conflicts name the object version their row was staged as;
+-- NULL on rows written by 1.0.
+ALTER TABLE reconcile.rejects ADD COLUMN version_id pg_catalog.text;
+ALTER TABLE reconcile.conflicts ADD COLUMN version_id pg_catalog.text;
+COMMENT ON COLUMN reconcile.rejects.version_id IS
+    'The manifest''s version_id of the rejected row''s object; NULL on rows written by version 1.0.';
+COMMENT ON COLUMN reconcile.conflicts.version_id IS
+    'The manifest''s version_id of the conflicting row''s object; NULL on rows written by version 1.0.';
+
+-- A target's load options, given at registration; a batch's options
+-- override them key by key.  NULL: the defaults.
+ALTER TABLE reconcile.targets ADD COLUMN options pg_catalog.jsonb;
+COMMENT ON COLUMN reconcile.targets.options IS
+    'Load options given to reconcile_register (max_rejects, max_reject_share, unknown_columns); NULL for the defaults. A batch''s options override them key by key.';
+
+-- Both functions gain a last argument, options: positional and named calls
+-- of 1.0 keep working.
+DROP FUNCTION reconcile_register(pg_catalog.regclass, pg_catalog.text[], pg_catalog.text,
+    pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text[]);
+CREATE FUNCTION reconcile_register(
+    target pg_catalog.regclass,
+    key_columns pg_catalog.text[],
+    version_column pg_catalog.text,
+    deleted_column pg_catalog.text,
+    hash_column pg_catalog.text,
+    conflict_policy pg_catalog.text DEFAULT 'quarantine',
+    payload_columns pg_catalog.text[] DEFAULT NULL,
+    options pg_catalog.jsonb DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'reconcile_register'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION reconcile_register(pg_catalog.regclass, pg_catalog.text[], pg_catalog.text,
+    pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text[], pg_catalog.jsonb) IS
+    'Register a table as a reconcile target (the caller must own it). options (jsonb object, NULL for the defaults): max_rejects (integer >= 0), max_reject_share (number from 0 to 1), unknown_columns (''error'' or ''ignore''); a key set to null takes its default (no limit, ''error'').';
+
+DROP FUNCTION reconcile_batch(pg_catalog.regclass, pg_catalog.regclass, pg_catalog.jsonb,
+    pg_catalog.text, pg_catalog.text);
+CREATE FUNCTION reconcile_batch(
+    target pg_catalog.regclass,
+    staged pg_catalog.regclass,
+    manifest pg_catalog.jsonb,
+    source pg_catalog.text DEFAULT NULL,
+    "cursor" pg_catalog.text DEFAULT NULL,
+    options pg_catalog.jsonb DEFAULT NULL)
+RETURNS SETOF reconcile.receipt
+AS 'MODULE_PATHNAME', 'reconcile_batch'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 1;
+COMMENT ON FUNCTION reconcile_batch(pg_catalog.regclass, pg_catalog.regclass, pg_catalog.jsonb,
+    pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) IS
+    'Stage, check and merge one batch; returns its receipt. options (jsonb object, overriding the registration''s key by key): max_rejects (integer >= 0), max_reject_share (number from 0 to 1), unknown_columns (''error'' or ''ignore''); a key set to null takes its default (no limit, ''error'').';

@@ -144,15 +144,17 @@ record_conflicts(Merger *m, bytea *existing)
 		if (t->abort_on_conflict)
 		{
 			if (m->nconflicts <= CONFLICTS_NAMED)
-				appendStringInfo(&m->named, "%skey %s version " INT64_FORMAT " in object \"%s\" row " INT64_FORMAT,
+				appendStringInfo(&m->named, "%skey %s version " INT64_FORMAT " in object \"%s\"%s row " INT64_FORMAT,
 								 m->nconflicts > 1 ? "; " : "", key, row->version,
 								 m->b->manifest->entries[row->obj].object_key,
+								 m->b->staged_versions ?
+								 psprintf(" version \"%s\"", m->b->manifest->entries[row->obj].version_id) : "",
 								 row->source_row);
 		}
 		else
 		{
-			Datum		values[8];
-			bool		isnull[8] = {false};
+			Datum		values[9];
+			bool		isnull[9] = {false};
 			bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
 
 			SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
@@ -168,6 +170,7 @@ record_conflicts(Merger *m, bytea *existing)
 			values[6] = PointerGetDatum(h);
 			values[7] = PointerGetDatum(existing);
 			isnull[7] = (existing == NULL);
+			values[8] = CStringGetTextDatum(m->b->manifest->entries[row->obj].version_id);
 			state_buffer_add(m->conflicts, values, isnull);
 		}
 	}
@@ -325,8 +328,8 @@ merge_batch(BatchState *b)
 	TupleTableSlot *slot;
 	bool		in_group = false;
 	int64		nmerged = 0;
-	static const Oid conflict_types[8] = {TEXTOID, REGCLASSOID, JSONBOID, INT8OID,
-	TEXTOID, INT8OID, BYTEAOID, BYTEAOID};
+	static const Oid conflict_types[9] = {TEXTOID, REGCLASSOID, JSONBOID, INT8OID,
+	TEXTOID, INT8OID, BYTEAOID, BYTEAOID, TEXTOID};
 
 	memset(&m, 0, sizeof(m));
 	m.b = b;
@@ -341,11 +344,19 @@ merge_batch(BatchState *b)
 		fmgr_info(m.t->key_eq_procs[i], &m.key_eq[i]);
 	m.rows = palloc(sizeof(GroupRow) * m.maxrows);
 	initStringInfo(&m.named);
-	m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
-									  " key, version, object_key, source_row, staged_hash,"
-									  " existing_hash)"
-									  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))",
-									  8, conflict_types);
+	/* version_id: 1.1's column, absent under the schema of 1.0 (state.c). */
+	if (state_has_column("conflicts", "version_id"))
+		m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
+										  " key, version, object_key, source_row, staged_hash,"
+										  " existing_hash, version_id)"
+										  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9))",
+										  9, conflict_types);
+	else
+		m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
+										  " key, version, object_key, source_row, staged_hash,"
+										  " existing_hash)"
+										  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))",
+										  8, conflict_types);
 
 	/*
 	 * The target is locked against other writers; read it as of now.  Under

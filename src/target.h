@@ -10,6 +10,8 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 
+#include "options.h"
+
 /* One column of the target that a batch reads from the staged relation. */
 typedef struct TargetColumn
 {
@@ -42,6 +44,9 @@ typedef struct TargetInfo
 	int			npayload;
 	TargetColumn *payload;
 	bool		payload_names_objects;	/* a reg* payload column: see payload.c */
+
+	/* The registration's load options over the defaults (not for workers). */
+	LoadOptions options;
 
 	/* The unique index on exactly the key columns, and its semantics. */
 	Oid			key_index;
