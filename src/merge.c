@@ -6,8 +6,10 @@
  * The rows arrive grouped by key, highest version first, ties in source
  * order (object_key, source_row).  For each key the first row is the
  * candidate winner.  Two rows with the same version but different payload
- * hashes are a conflict, and so is a winner whose version equals the
- * target row's with another hash: under 'quarantine' every staged row of
+ * hashes are a conflict, and so is any row whose version equals the
+ * target row's with another hash, whether or not a higher version is
+ * staged too (the target's version is not only the winner's business):
+ * under 'quarantine' every staged row of
  * such a key is held back in reconcile.conflicts, under 'abort' the batch
  * fails.  Otherwise the winner is compared with the target row found by
  * probing the key's unique index: a higher version is written (an UPSERT
@@ -128,8 +130,12 @@ count_row(Merger *m, GroupRow *row, Disposition d)
 	m->b->totals[d]++;
 }
 
+/*
+ * Hold back every row of the current key.  A row at the target's version
+ * (found) is recorded with the target's hash.
+ */
 static void
-record_conflicts(Merger *m, bytea *existing)
+record_conflicts(Merger *m, bool found, int64 tversion, bytea *thash)
 {
 	TargetInfo *t = m->t;
 	char	   *key = key_to_json(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
@@ -166,8 +172,8 @@ record_conflicts(Merger *m, bytea *existing)
 			values[4] = CStringGetTextDatum(m->b->manifest->entries[row->obj].object_key);
 			values[5] = Int64GetDatum(row->source_row);
 			values[6] = PointerGetDatum(h);
-			values[7] = PointerGetDatum(existing);
-			isnull[7] = (existing == NULL);
+			isnull[7] = !(found && row->version == tversion && thash != NULL);
+			values[7] = isnull[7] ? (Datum) 0 : PointerGetDatum(thash);
 			state_buffer_add(m->conflicts, values, isnull);
 		}
 	}
@@ -213,12 +219,18 @@ merge_group(Merger *m)
 						   key_to_json(t, keys)),
 				 errhint("Retry the transaction.")));
 
-	if (!conflict && found && tversion == w->version && !hash_equals(thash, w->hash))
-		conflict = true;
+	/*
+	 * Any staged row at the target's version with another hash, not only
+	 * the winner: a higher version in the same batch does not make a
+	 * disagreement about the target's own version go away.
+	 */
+	for (int i = 0; found && !conflict && i < m->nrows && m->rows[i].version >= tversion; i++)
+		if (m->rows[i].version == tversion && !hash_equals(thash, m->rows[i].hash))
+			conflict = true;
 
 	if (conflict)
 	{
-		record_conflicts(m, found && tversion == w->version ? thash : NULL);
+		record_conflicts(m, found, tversion, thash);
 		return;
 	}
 
