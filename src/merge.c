@@ -47,6 +47,7 @@ typedef struct GroupRow
 	bool		is_delete;
 	int64		version;
 	uint8		hash[RECONCILE_SHA256_LEN];
+	MinimalTuple tuple;			/* rows after the first, for a held payload */
 } GroupRow;
 
 typedef struct Merger
@@ -63,6 +64,7 @@ typedef struct Merger
 	int			maxrows;
 
 	FmgrInfo   *key_eq;			/* equality of each key column */
+	TupleTableSlot *rowslot;	/* reads a GroupRow's tuple */
 
 	Probe	   *probe;
 	Probe	   *latest;			/* REPEATABLE READ: catches concurrent inserts */
@@ -130,16 +132,60 @@ count_row(Merger *m, GroupRow *row, Disposition d)
 	m->b->totals[d]++;
 }
 
+/* A held row's payload as jsonb (payload.c), from its copy of the sort tuple. */
+static Jsonb *
+held_payload(Merger *m, int i)
+{
+	int			first_payload = SORT_ATT_FIRST_KEY - 1 + m->t->nkeys;
+
+	if (i == 0)
+		return payload_to_jsonb(m->t, &m->values[first_payload], &m->isnull[first_payload]);
+	ExecStoreMinimalTuple(m->rows[i].tuple, m->rowslot, false);
+	slot_getallattrs(m->rowslot);
+	return payload_to_jsonb(m->t, &m->rowslot->tts_values[first_payload],
+							&m->rowslot->tts_isnull[first_payload]);
+}
+
 /*
- * Hold back every row of the current key.  A row at the target's version
- * (found) is recorded with the target's hash.
+ * The target row's payload as jsonb, its columns found by name: a leaf
+ * partition may order them otherwise.
+ */
+static Jsonb *
+target_payload(TargetInfo *t, TupleTableSlot *found)
+{
+	TupleDesc	desc = found->tts_tupleDescriptor;
+	Datum	   *values = palloc(sizeof(Datum) * Max(t->npayload, 1));
+	bool	   *isnull = palloc(sizeof(bool) * Max(t->npayload, 1));
+
+	slot_getallattrs(found);
+	for (int i = 0; i < t->npayload; i++)
+	{
+		int			a;
+
+		for (a = 0; a < desc->natts; a++)
+			if (!TupleDescAttr(desc, a)->attisdropped &&
+				strcmp(NameStr(TupleDescAttr(desc, a)->attname), t->payload[i].name) == 0)
+				break;
+		if (a == desc->natts)
+			elog(ERROR, "column \"%s\" not found in a row of \"%s\"", t->payload[i].name, t->relname);
+		values[i] = found->tts_values[a];
+		isnull[i] = found->tts_isnull[a];
+	}
+	return payload_to_jsonb(t, values, isnull);
+}
+
+/*
+ * Hold back every row of the current key, each with its payload.  A row at
+ * the target's version (found) is recorded with the target's hash and
+ * payload.
  */
 static void
-record_conflicts(Merger *m, bool found, int64 tversion, bytea *thash)
+record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 {
 	TargetInfo *t = m->t;
 	char	   *key = key_to_json(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
 	Jsonb	   *keyjb = NULL;
+	Jsonb	   *existing = NULL;
 
 	for (int i = 0; i < m->nrows; i++)
 	{
@@ -157,8 +203,8 @@ record_conflicts(Merger *m, bool found, int64 tversion, bytea *thash)
 		}
 		else
 		{
-			Datum		values[8];
-			bool		isnull[8] = {false};
+			Datum		values[11];
+			bool		isnull[11] = {false};
 			bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
 
 			SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
@@ -174,6 +220,12 @@ record_conflicts(Merger *m, bool found, int64 tversion, bytea *thash)
 			values[6] = PointerGetDatum(h);
 			isnull[7] = !(found && row->version == tversion && thash != NULL);
 			values[7] = isnull[7] ? (Datum) 0 : PointerGetDatum(thash);
+			values[8] = BoolGetDatum(row->is_delete);
+			values[9] = JsonbPGetDatum(held_payload(m, i));
+			isnull[10] = !(found && row->version == tversion);
+			if (!isnull[10] && existing == NULL)
+				existing = target_payload(t, found);
+			values[10] = isnull[10] ? (Datum) 0 : JsonbPGetDatum(existing);
 			state_buffer_add(m->conflicts, values, isnull);
 		}
 	}
@@ -327,6 +379,20 @@ group_add(Merger *m, TupleTableSlot *slot)
 	row->version = DatumGetInt64(slot_getattr(slot, SORT_ATT_VERSION, &isnull));
 	h = DatumGetByteaPP(slot_getattr(slot, SORT_ATT_HASH, &isnull));
 	memcpy(row->hash, VARDATA_ANY(h), RECONCILE_SHA256_LEN);
+
+	/*
+	 * The first row's values are the group's copy; a later row's tuple is
+	 * kept in case the key is held back with its payload.  Only keys with
+	 * several staged rows pay for it.
+	 */
+	row->tuple = NULL;
+	if (m->nrows > 1 && !m->t->abort_on_conflict)
+	{
+		MemoryContext old = MemoryContextSwitchTo(m->groupcxt);
+
+		row->tuple = ExecCopySlotMinimalTuple(slot);
+		MemoryContextSwitchTo(old);
+	}
 }
 
 /* Pick each key's winner among the sorted staged rows and write it to the target. */
@@ -337,8 +403,8 @@ merge_batch(BatchState *b)
 	TupleTableSlot *slot;
 	bool		in_group = false;
 	int64		nmerged = 0;
-	static const Oid conflict_types[8] = {TEXTOID, REGCLASSOID, JSONBOID, INT8OID,
-	TEXTOID, INT8OID, BYTEAOID, BYTEAOID};
+	static const Oid conflict_types[11] = {TEXTOID, REGCLASSOID, JSONBOID, INT8OID,
+	TEXTOID, INT8OID, BYTEAOID, BYTEAOID, BOOLOID, JSONBOID, JSONBOID};
 
 	memset(&m, 0, sizeof(m));
 	m.b = b;
@@ -355,9 +421,10 @@ merge_batch(BatchState *b)
 	initStringInfo(&m.named);
 	m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
 									  " key, version, object_key, source_row, staged_hash,"
-									  " existing_hash)"
-									  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))",
-									  8, conflict_types);
+									  " existing_hash, deleted, staged_payload, existing_payload)"
+									  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11))",
+									  11, conflict_types);
+	m.rowslot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsMinimalTuple);
 
 	/*
 	 * The target is locked against other writers; read it as of now.  Under
@@ -403,6 +470,7 @@ merge_batch(BatchState *b)
 		merge_group_in_context(&m);
 	progress_rows(nmerged);
 	ExecDropSingleTupleTableSlot(slot);
+	ExecDropSingleTupleTableSlot(m.rowslot);
 	tuplesort_end(b->sort);
 	b->sort = NULL;
 
