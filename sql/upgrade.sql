@@ -39,7 +39,10 @@ CREATE FUNCTION state_rows() RETURNS TABLE (state text, row_text text) LANGUAGE 
     UNION ALL SELECT 'batch_objects', t::text FROM reconcile.batch_objects t WHERE target = 'acct'::regclass
     UNION ALL SELECT 'cursors', t::text FROM reconcile.cursors t WHERE target = 'acct'::regclass
     UNION ALL SELECT 'rejects', t::text FROM reconcile.rejects t WHERE target = 'acct'::regclass
-    UNION ALL SELECT 'conflicts', t::text FROM reconcile.conflicts t WHERE target = 'acct'::regclass
+    -- (the 1.0 columns: 1.1 adds the held payloads, NULL for rows held by 1.0)
+    UNION ALL SELECT 'conflicts', (t.batch_id, t.target, t.key, t.version, t.object_key, t.source_row,
+                                   t.staged_hash, t.existing_hash)::text
+      FROM reconcile.conflicts t WHERE target = 'acct'::regclass
     UNION ALL SELECT 'diff_jobs', t::text FROM reconcile.diff_jobs t
     UNION ALL SELECT 'diff_runs', t::text FROM reconcile.diff_runs t WHERE job = 'acct'
     UNION ALL SELECT 'diff_results', t::text FROM reconcile.diff_results t WHERE target = 'acct'::regclass

@@ -27,10 +27,12 @@
 #include "postgres.h"
 
 #include "access/nbtree.h"
+#include "catalog/namespace.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/lsyscache.h"
 
 #include "loader.h"
 #include "payload.h"
@@ -70,6 +72,7 @@ typedef struct Merger
 	Probe	   *latest;			/* REPEATABLE READ: catches concurrent inserts */
 
 	StateBuffer *conflicts;
+	bool		hold_payloads;	/* reconcile.conflicts has the 1.1 columns */
 	int64		nconflicts;
 	StringInfoData named;		/* conflicts named in an 'abort' error */
 
@@ -220,6 +223,11 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 			values[6] = PointerGetDatum(h);
 			isnull[7] = !(found && row->version == tversion && thash != NULL);
 			values[7] = isnull[7] ? (Datum) 0 : PointerGetDatum(thash);
+			if (!m->hold_payloads)
+			{
+				state_buffer_add(m->conflicts, values, isnull);
+				continue;
+			}
 			values[8] = BoolGetDatum(row->is_delete);
 			values[9] = JsonbPGetDatum(held_payload(m, i));
 			isnull[10] = !(found && row->version == tversion);
@@ -386,7 +394,7 @@ group_add(Merger *m, TupleTableSlot *slot)
 	 * several staged rows pay for it.
 	 */
 	row->tuple = NULL;
-	if (m->nrows > 1 && !m->t->abort_on_conflict)
+	if (m->nrows > 1 && m->hold_payloads && !m->t->abort_on_conflict)
 	{
 		MemoryContext old = MemoryContextSwitchTo(m->groupcxt);
 
@@ -403,6 +411,7 @@ merge_batch(BatchState *b)
 	TupleTableSlot *slot;
 	bool		in_group = false;
 	int64		nmerged = 0;
+	Oid			conflicts_relid;
 	static const Oid conflict_types[11] = {TEXTOID, REGCLASSOID, JSONBOID, INT8OID,
 	TEXTOID, INT8OID, BYTEAOID, BYTEAOID, BOOLOID, JSONBOID, JSONBOID};
 
@@ -419,11 +428,26 @@ merge_batch(BatchState *b)
 		fmgr_info(m.t->key_eq_procs[i], &m.key_eq[i]);
 	m.rows = palloc(sizeof(GroupRow) * m.maxrows);
 	initStringInfo(&m.named);
-	m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
-									  " key, version, object_key, source_row, staged_hash,"
-									  " existing_hash, deleted, staged_payload, existing_payload)"
-									  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11))",
-									  11, conflict_types);
+	/*
+	 * Held rows keep their payloads from 1.1 on; the 1.1 library on a
+	 * schema not yet updated (ALTER EXTENSION reconcile UPDATE) holds the
+	 * hashes only, as 1.0 did.
+	 */
+	conflicts_relid = get_relname_relid("conflicts", get_namespace_oid("reconcile", false));
+	m.hold_payloads = OidIsValid(conflicts_relid) &&
+		get_attnum(conflicts_relid, "staged_payload") != InvalidAttrNumber;
+	if (m.hold_payloads)
+		m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
+										  " key, version, object_key, source_row, staged_hash,"
+										  " existing_hash, deleted, staged_payload, existing_payload)"
+										  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11))",
+										  11, conflict_types);
+	else
+		m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
+										  " key, version, object_key, source_row, staged_hash,"
+										  " existing_hash)"
+										  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))",
+										  8, conflict_types);
 	m.rowslot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsMinimalTuple);
 
 	/*
