@@ -8,9 +8,9 @@
  * next, in this database or in a restored copy of it, and show that
  * relation's readers the dropped table's raw values.  So a drop takes the
  * state with it: registration, rules, receipts, objects, cursors, rejects,
- * conflicts, resolutions, and the findings of diff runs that read the relation.  The
- * runs themselves stay in the job's history, with the dropped side set to
- * NULL (they then show to the role that ran them only).
+ * conflicts, resolutions, and the findings of diff runs that read the
+ * relation.  The runs themselves stay in the job's history, with the
+ * dropped side set to NULL (they then show to the role that ran them only).
  *
  * The trigger fires for every role and every DROP in the database, so it
  * does nothing unless a relation was dropped, and tolerates state tables
