@@ -218,6 +218,35 @@ RESET datestyle;
 RESET timezone;
 SELECT (SELECT row(t.*)::text FROM typed t) = (SELECT row(t.*)::text FROM typed_twin t) AS same_as_a_batch;
 
+-- ---- a partitioned target, a leaf with its columns in another order ----
+CREATE TABLE parted (id int NOT NULL, label text, amount numeric, version int NOT NULL,
+                     is_deleted boolean NOT NULL DEFAULT false, payload_hash bytea,
+                     PRIMARY KEY (id)) PARTITION BY RANGE (id);
+CREATE TABLE parted_low PARTITION OF parted FOR VALUES FROM (MINVALUE) TO (200);
+CREATE TABLE parted_high (payload_hash bytea, is_deleted boolean NOT NULL DEFAULT false,
+                          version int NOT NULL, amount numeric, label text, id int NOT NULL);
+ALTER TABLE parted ATTACH PARTITION parted_high FOR VALUES FROM (200) TO (MAXVALUE);
+SELECT reconcile_register('parted', '{id}', 'version', 'is_deleted', 'payload_hash');
+CREATE TABLE parted_stage (object_key text, source_row int, operation text, id text,
+                           label text, amount text, version text);
+INSERT INTO parted_stage VALUES ('a', 1, 'UPSERT', '300', 'x', '1.5', '1'),
+                                ('a', 2, 'UPSERT', '5', 'y', '2', '1'),
+                                ('b', 1, 'UPSERT', '300', 'x2', '1.5', '1'),
+                                ('b', 2, 'UPSERT', '300', 'x3', '1.5', '2'),
+                                ('b', 3, 'UPSERT', '5', 'y2', '2', '1');
+SELECT status, inserted FROM reconcile_batch('parted', 'parted_stage',
+    '[{"object_key":"a","version_id":"1","content_hash":"h","rows":2}]');
+SELECT status, conflicts FROM reconcile_batch('parted', 'parted_stage',
+    '[{"object_key":"b","version_id":"1","content_hash":"h","rows":3}]');
+SELECT key, version, staged_payload, existing_payload FROM reconcile.conflicts
+ WHERE target = 'parted'::regclass ORDER BY key, version;
+SELECT r.status, r.version, r.written_version, r.outcome
+  FROM reconcile.conflicts c, reconcile_resolve('parted', c.batch_id, c.key, c.staged_hash) r
+ WHERE c.target = 'parted'::regclass AND c.staged_payload->>'label' IN ('x2', 'y2')
+ ORDER BY c.key;
+SELECT id, label, amount, version, is_deleted FROM parted ORDER BY id;
+DROP TABLE parted, parted_stage;
+
 -- ---- a dropped target takes its resolutions with it ----
 SELECT count(*) AS resolutions_before FROM reconcile.resolutions WHERE target = 'typed'::regclass;
 DROP TABLE typed;
