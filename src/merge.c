@@ -8,9 +8,8 @@
  * candidate winner.  Two rows with the same version but different payload
  * hashes are a conflict, and so is any row whose version equals the
  * target row's with another hash, whether or not a higher version is
- * staged too (the target's version is not only the winner's business):
- * under 'quarantine' every staged row of
- * such a key is held back in reconcile.conflicts, under 'abort' the batch
+ * staged too: under 'quarantine' every staged row of such a key is held
+ * back in reconcile.conflicts, with its payload, under 'abort' the batch
  * fails.  Otherwise the winner is compared with the target row found by
  * probing the key's unique index: a higher version is written (an UPSERT
  * as a live row, a DELETE as a tombstone), an equal one is unchanged and a
