@@ -269,3 +269,82 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 1;
 COMMENT ON FUNCTION reconcile_batch(pg_catalog.regclass, pg_catalog.regclass, pg_catalog.jsonb,
     pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) IS
     'Stage, check and merge one batch; returns its receipt. options (jsonb object, overriding the registration''s key by key): max_rejects (integer >= 0), max_reject_share (number from 0 to 1), unknown_columns (''error'' or ''ignore''); a key set to null takes its default (no limit, ''error'').';
+
+-- ---- held conflicts and their resolution (issue 12, helper conflicts) ----
+
+-- A held row keeps its payload, and a row at the target's version the
+-- target's payload then, so that a quarantined key can be decided after the
+-- stage is gone.  Rows held by 1.0 have NULL here and cannot be resolved
+-- with reconcile_resolve.
+ALTER TABLE reconcile.conflicts
+    ADD COLUMN deleted pg_catalog.bool,
+    ADD COLUMN staged_payload pg_catalog.jsonb,
+    ADD COLUMN existing_payload pg_catalog.jsonb;
+COMMENT ON COLUMN reconcile.conflicts.deleted IS
+    'The held row is a DELETE (its payload hash is a tombstone''s); NULL for rows held before 1.1.';
+COMMENT ON COLUMN reconcile.conflicts.staged_payload IS
+    'The held row''s payload columns and values, as its hash has them (numbers and booleans as JSON ones, the rest as text in the canonical settings); NULL for rows held before 1.1.';
+COMMENT ON COLUMN reconcile.conflicts.existing_payload IS
+    'The target row''s payload when the batch ran, on held rows at the target row''s version; NULL otherwise.';
+
+-- One decision per quarantined key of a batch, made by the target's owner.
+CREATE TABLE reconcile.resolutions (
+    target          pg_catalog.regclass NOT NULL,
+    batch_id        pg_catalog.text NOT NULL,
+    key             pg_catalog.jsonb NOT NULL,
+    version         pg_catalog.int8 NOT NULL,
+    choice          pg_catalog.text NOT NULL CHECK (choice IN ('staged', 'target')),
+    payload_hash    pg_catalog.bytea NOT NULL,
+    written_version pg_catalog.int8 NOT NULL,
+    outcome         pg_catalog.text NOT NULL
+        CHECK (outcome IN ('inserted', 'updated', 'deleted', 'unchanged', 'stale')),
+    decided_by      pg_catalog.name NOT NULL,
+    decided_at      pg_catalog.timestamptz NOT NULL,
+    PRIMARY KEY (target, batch_id, key)
+);
+COMMENT ON TABLE reconcile.resolutions IS
+    'How each quarantined key of a batch was decided (reconcile_resolve): one row per target, batch and key.';
+COMMENT ON COLUMN reconcile.resolutions.target IS 'The target table.';
+COMMENT ON COLUMN reconcile.resolutions.batch_id IS 'The batch that held the key back.';
+COMMENT ON COLUMN reconcile.resolutions.key IS 'The key, as reconcile.conflicts.key.';
+COMMENT ON COLUMN reconcile.resolutions.version IS
+    'The version decided: the highest version of the key that was in conflict.';
+COMMENT ON COLUMN reconcile.resolutions.choice IS
+    '''staged'': a staged payload at that version was accepted; ''target'': the target''s was kept.';
+COMMENT ON COLUMN reconcile.resolutions.payload_hash IS 'The hash of the payload chosen.';
+COMMENT ON COLUMN reconcile.resolutions.written_version IS
+    'The version of the key''s row the decision led to: the highest held version no longer in conflict.';
+COMMENT ON COLUMN reconcile.resolutions.outcome IS
+    'What the decision did to the target, as a batch''s dispositions: inserted, updated, deleted, unchanged, or stale (the target had moved past written_version: nothing written).';
+COMMENT ON COLUMN reconcile.resolutions.decided_by IS
+    'The current user (CURRENT_USER, the role whose ownership of the target was checked) that decided.';
+COMMENT ON COLUMN reconcile.resolutions.decided_at IS 'When the deciding transaction began.';
+SELECT pg_catalog.pg_extension_config_dump('reconcile.resolutions', '');
+REVOKE ALL ON reconcile.resolutions FROM PUBLIC;
+GRANT SELECT ON reconcile.resolutions TO PUBLIC;
+ALTER TABLE reconcile.resolutions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable_targets ON reconcile.resolutions FOR SELECT
+    USING (pg_catalog.has_table_privilege(target, 'SELECT')
+           AND NOT pg_catalog.row_security_active(target::pg_catalog.oid));
+
+-- Decide a quarantined key: keep the payload whose hash is given (a staged
+-- one at the conflicting version, or the target's), then load the key as
+-- the batch would have.  Replay-safe: the same decision again returns the
+-- stored one.
+CREATE FUNCTION reconcile_resolve(
+    target pg_catalog.regclass,
+    batch_id pg_catalog.text,
+    key pg_catalog.jsonb,
+    payload_hash pg_catalog.bytea,
+    OUT status pg_catalog.text,
+    OUT version pg_catalog.int8,
+    OUT choice pg_catalog.text,
+    OUT written_version pg_catalog.int8,
+    OUT outcome pg_catalog.text,
+    OUT decided_by pg_catalog.name,
+    OUT decided_at pg_catalog.timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'reconcile_resolve'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION reconcile_resolve(pg_catalog.regclass, pg_catalog.text, pg_catalog.jsonb, pg_catalog.bytea) IS
+    'Resolve a key a batch held back in conflict: keep the payload with the given hash (a staged_hash or existing_hash of reconcile.conflicts at the conflicting version); owner only, recorded in reconcile.resolutions.';

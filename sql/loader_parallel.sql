@@ -13,7 +13,9 @@ BEGIN
                     seen timestamptz, version bigint NOT NULL,
                     is_deleted boolean NOT NULL DEFAULT false, payload_hash bytea)', name);
     EXECUTE format('INSERT INTO %I (id, label, amount, seen, version)
-                    SELECT k, ''old '' || k, k, ''2024-01-01'', 2 FROM generate_series(0, 2999) k', name);
+                    SELECT k, ''old '' || k, k, ''2024-01-01'',
+                           CASE k %% 10 WHEN 0 THEN 2 WHEN 1 THEN 5 ELSE 0 END
+                      FROM generate_series(0, 2999) k', name);
     PERFORM reconcile_register(target => name::regclass, key_columns => '{id}',
         version_column => 'version', deleted_column => 'is_deleted',
         hash_column => 'payload_hash', conflict_policy => 'quarantine');
@@ -22,7 +24,9 @@ $$;
 SELECT make_target('t_serial'), make_target('t_parallel'), make_target('t_fallback');
 
 -- 24,000 staged rows in 12 objects over keys 0..5999 at versions 1..4
--- (targets hold keys 0..2999 at version 2): updates, new keys, stale rows,
+-- (targets hold keys 0..2999, at version 0, or 2 for every tenth key, whose
+-- staged v2 rows then conflict with the target's row, or 5 for the next
+-- one, whose staged rows are all stale): updates, new keys, stale rows,
 -- deletes, then exact repeats of every 50th row, rivals (the same key and
 -- version with another label: conflicts) and every kind of malformed row,
 -- all shuffled over the table's blocks so that each participant's range

@@ -1,7 +1,8 @@
 /*
  * apply.c
  *		The general write path: winners collected in a temporary table and
- *		applied with one INSERT and two UPDATE statements.
+ *		applied with one INSERT and two UPDATE statements (and, for a
+ *		resolution, a third that replaces a row at its own version).
  *
  * The statements run with the caller's rights, so everything a statement
  * honours is honoured: statement and row triggers, transition tables,
@@ -38,7 +39,7 @@ struct ApplyWriter
 	Relation	rel;
 	BulkInsertState bistate;
 	TupleTableSlot *slot;
-	int64		nactions[3];	/* insert, update, delete */
+	int64		nactions[4];	/* insert, update, delete, replace */
 };
 
 /* Columns: keys, version, deleted, hash, payload, action. */
@@ -111,7 +112,8 @@ apply_add(ApplyWriter *m, const Winner *winner, char action)
 	slot->tts_isnull[a] = false;
 	ExecStoreVirtualTuple(slot);
 	table_tuple_insert(m->rel, slot, GetCurrentCommandId(true), 0, m->bistate);
-	m->nactions[action == ACTION_INSERT ? 0 : action == ACTION_UPDATE ? 1 : 2]++;
+	m->nactions[action == ACTION_INSERT ? 0 : action == ACTION_UPDATE ? 1 :
+				action == ACTION_DELETE ? 2 : 3]++;
 }
 
 static void
@@ -134,7 +136,8 @@ apply_run(ApplyWriter *m)
 	StringInfoData cols,
 				sel,
 				keymatch,
-				set;
+				set,
+				keep;
 	const char *tmp = psprintf("pg_temp.%s", quote_identifier(m->name));
 	char	   *sql;
 
@@ -147,6 +150,7 @@ apply_run(ApplyWriter *m)
 	initStringInfo(&sel);
 	initStringInfo(&keymatch);
 	initStringInfo(&set);
+	initStringInfo(&keep);
 	for (int i = 0; i < t->nkeys; i++)
 	{
 		HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(t->key_eq_ops[i]));
@@ -171,6 +175,9 @@ apply_run(ApplyWriter *m)
 		appendStringInfo(&cols, ", %s", quote_identifier(t->payload[i].name));
 		appendStringInfo(&sel, ", w.p%d", i + 1);
 		appendStringInfo(&set, ", %s = w.p%d", quote_identifier(t->payload[i].name), i + 1);
+		appendStringInfo(&keep, ", %s = CASE WHEN w.d THEN t.%s ELSE w.p%d END",
+						 quote_identifier(t->payload[i].name),
+						 quote_identifier(t->payload[i].name), i + 1);
 	}
 
 	if (m->nactions[0] > 0)
@@ -203,6 +210,22 @@ apply_run(ApplyWriter *m)
 		if (SPI_execute(sql, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not update %s", t->relname);
 		apply_check(m, "tombstone UPDATE", m->nactions[2]);
+	}
+	if (m->nactions[3] > 0)
+	{
+		/*
+		 * A resolution's replacement of the payload at the row's own version
+		 * (resolve.c checked the row's hash under the lock); a tombstone
+		 * keeps the row's last payload.
+		 */
+		sql = psprintf("UPDATE %s AS t SET %s = w.d, %s = w.h%s FROM %s AS w"
+					   " WHERE w.a OPERATOR(pg_catalog.=) 'R'%s AND t.%s OPERATOR(pg_catalog.=) w.v",
+					   t->qualname, quote_identifier(t->deleted.name),
+					   quote_identifier(t->hash.name), keep.data, tmp, keymatch.data,
+					   quote_identifier(t->version.name));
+		if (SPI_execute(sql, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not update %s", t->relname);
+		apply_check(m, "replacing UPDATE", m->nactions[3]);
 	}
 	if (SPI_execute(psprintf("DROP TABLE %s", tmp), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not drop %s", m->name);

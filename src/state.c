@@ -103,16 +103,24 @@ state_has_column(const char *table, const char *column)
 void
 state_read_latest(const char *sql, Oid relid, long tcount)
 {
-	StateUser	su;
 	Oid			argtype = REGCLASSOID;
 	Datum		arg = ObjectIdGetDatum(relid);
+
+	state_query_latest(sql, 1, &argtype, &arg, tcount);
+}
+
+/* The same, with nargs parameters ($1 ...) of the given types, none NULL. */
+void
+state_query_latest(const char *sql, int nargs, Oid *argtypes, Datum *args, long tcount)
+{
+	StateUser	su;
 	SPIPlanPtr	plan;
 
 	state_user_enter(&su);
-	plan = SPI_prepare(sql, 1, &argtype);
+	plan = SPI_prepare(sql, nargs, argtypes);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	if (SPI_execute_snapshot(plan, &arg, NULL, GetLatestSnapshot(), InvalidSnapshot,
+	if (SPI_execute_snapshot(plan, args, NULL, GetLatestSnapshot(), InvalidSnapshot,
 							 true, false, tcount) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the reconcile state tables");
 	SPI_freeplan(plan);

@@ -33,6 +33,8 @@ typedef struct Winner
 #define ACTION_INSERT 'I'
 #define ACTION_UPDATE 'U'
 #define ACTION_DELETE 'D'
+/* A resolution (resolve.c): the row at the winner's own version replaced. */
+#define ACTION_REPLACE 'R'
 
 /* direct.c: the direct path */
 typedef struct DirectWriter DirectWriter;
