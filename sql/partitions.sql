@@ -213,46 +213,46 @@ SELECT (SELECT count(*) FROM (SELECT * FROM rows_of('from_pstage') EXCEPT SELECT
 -- Diffs: partitioned sides give the findings the same data in plain
 -- tables gives, through reconcile_diff, reconcile_diff_summary and a job.
 -- The source has no unique key: a duplicate and a NULL key.
-CREATE TABLE src_plain (id int, code text, amount numeric);
-INSERT INTO src_plain SELECT i, 'c' || i, i * 1.5 FROM generate_series(1, 40) AS i;
-INSERT INTO src_plain VALUES (7, 'c7', 10.5), (NULL, 'null key', 0);
-CREATE TABLE tgt_plain (id int PRIMARY KEY, code text, amount numeric);
-INSERT INTO tgt_plain SELECT i, 'c' || i, i * 1.5 FROM generate_series(3, 45) AS i;
-UPDATE tgt_plain SET amount = amount + 1 WHERE id IN (10, 20, 30);
-UPDATE tgt_plain SET code = 'changed' WHERE id = 25;
+CREATE TABLE pd_src_plain (id int, code text, amount numeric);
+INSERT INTO pd_src_plain SELECT i, 'c' || i, i * 1.5 FROM generate_series(1, 40) AS i;
+INSERT INTO pd_src_plain VALUES (7, 'c7', 10.5), (NULL, 'null key', 0);
+CREATE TABLE pd_tgt_plain (id int PRIMARY KEY, code text, amount numeric);
+INSERT INTO pd_tgt_plain SELECT i, 'c' || i, i * 1.5 FROM generate_series(3, 45) AS i;
+UPDATE pd_tgt_plain SET amount = amount + 1 WHERE id IN (10, 20, 30);
+UPDATE pd_tgt_plain SET code = 'changed' WHERE id = 25;
 
 -- hash-partitioned source, range then hash partitioned target
-CREATE TABLE src_part (id int, code text, amount numeric) PARTITION BY HASH (id);
-CREATE TABLE src_part_0 PARTITION OF src_part FOR VALUES WITH (MODULUS 3, REMAINDER 0);
-CREATE TABLE src_part_1 PARTITION OF src_part FOR VALUES WITH (MODULUS 3, REMAINDER 1);
-CREATE TABLE src_part_2 PARTITION OF src_part FOR VALUES WITH (MODULUS 3, REMAINDER 2);
-INSERT INTO src_part SELECT * FROM src_plain;
-CREATE TABLE tgt_part (id int PRIMARY KEY, code text, amount numeric) PARTITION BY RANGE (id);
-CREATE TABLE tgt_part_low PARTITION OF tgt_part FOR VALUES FROM (MINVALUE) TO (20) PARTITION BY HASH (id);
-CREATE TABLE tgt_part_low_0 PARTITION OF tgt_part_low FOR VALUES WITH (MODULUS 2, REMAINDER 0);
-CREATE TABLE tgt_part_low_1 PARTITION OF tgt_part_low FOR VALUES WITH (MODULUS 2, REMAINDER 1);
-CREATE TABLE tgt_part_high PARTITION OF tgt_part DEFAULT;
-INSERT INTO tgt_part SELECT * FROM tgt_plain;
+CREATE TABLE pd_src_part (id int, code text, amount numeric) PARTITION BY HASH (id);
+CREATE TABLE pd_src_part_0 PARTITION OF pd_src_part FOR VALUES WITH (MODULUS 3, REMAINDER 0);
+CREATE TABLE pd_src_part_1 PARTITION OF pd_src_part FOR VALUES WITH (MODULUS 3, REMAINDER 1);
+CREATE TABLE pd_src_part_2 PARTITION OF pd_src_part FOR VALUES WITH (MODULUS 3, REMAINDER 2);
+INSERT INTO pd_src_part SELECT * FROM pd_src_plain;
+CREATE TABLE pd_tgt_part (id int PRIMARY KEY, code text, amount numeric) PARTITION BY RANGE (id);
+CREATE TABLE pd_tgt_part_low PARTITION OF pd_tgt_part FOR VALUES FROM (MINVALUE) TO (20) PARTITION BY HASH (id);
+CREATE TABLE pd_tgt_part_low_0 PARTITION OF pd_tgt_part_low FOR VALUES WITH (MODULUS 2, REMAINDER 0);
+CREATE TABLE pd_tgt_part_low_1 PARTITION OF pd_tgt_part_low FOR VALUES WITH (MODULUS 2, REMAINDER 1);
+CREATE TABLE pd_tgt_part_high PARTITION OF pd_tgt_part DEFAULT;
+INSERT INTO pd_tgt_part SELECT * FROM pd_tgt_plain;
 
 -- partitioned tables whose partitions are all postgres_fdw foreign tables
-CREATE TABLE src_store_low AS SELECT * FROM src_plain WHERE id < 20 OR id IS NULL;
-CREATE TABLE src_store_high AS SELECT * FROM src_plain WHERE id >= 20;
-CREATE TABLE src_fdw (id int, code text, amount numeric) PARTITION BY RANGE (id);
-CREATE FOREIGN TABLE src_fdw_low PARTITION OF src_fdw FOR VALUES FROM (MINVALUE) TO (20)
-    SERVER part_loopback OPTIONS (table_name 'src_store_low');
-CREATE FOREIGN TABLE src_fdw_high PARTITION OF src_fdw DEFAULT
-    SERVER part_loopback OPTIONS (table_name 'src_store_high');
-CREATE TABLE tgt_store_a AS SELECT * FROM tgt_plain WHERE id % 2 = 0;
-CREATE TABLE tgt_store_b AS SELECT * FROM tgt_plain WHERE id % 2 = 1;
-CREATE TABLE tgt_fdw (id int, code text, amount numeric) PARTITION BY LIST ((id % 2));
-CREATE FOREIGN TABLE tgt_fdw_a PARTITION OF tgt_fdw FOR VALUES IN (0)
-    SERVER part_loopback OPTIONS (table_name 'tgt_store_a');
-CREATE FOREIGN TABLE tgt_fdw_b PARTITION OF tgt_fdw FOR VALUES IN (1)
-    SERVER part_loopback OPTIONS (table_name 'tgt_store_b');
+CREATE TABLE pd_src_store_low AS SELECT * FROM pd_src_plain WHERE id < 20 OR id IS NULL;
+CREATE TABLE pd_src_store_high AS SELECT * FROM pd_src_plain WHERE id >= 20;
+CREATE TABLE pd_src_fdw (id int, code text, amount numeric) PARTITION BY RANGE (id);
+CREATE FOREIGN TABLE pd_src_fdw_low PARTITION OF pd_src_fdw FOR VALUES FROM (MINVALUE) TO (20)
+    SERVER part_loopback OPTIONS (table_name 'pd_src_store_low');
+CREATE FOREIGN TABLE pd_src_fdw_high PARTITION OF pd_src_fdw DEFAULT
+    SERVER part_loopback OPTIONS (table_name 'pd_src_store_high');
+CREATE TABLE pd_tgt_store_a AS SELECT * FROM pd_tgt_plain WHERE id % 2 = 0;
+CREATE TABLE pd_tgt_store_b AS SELECT * FROM pd_tgt_plain WHERE id % 2 = 1;
+CREATE TABLE pd_tgt_fdw (id int, code text, amount numeric) PARTITION BY LIST ((id % 2));
+CREATE FOREIGN TABLE pd_tgt_fdw_a PARTITION OF pd_tgt_fdw FOR VALUES IN (0)
+    SERVER part_loopback OPTIONS (table_name 'pd_tgt_store_a');
+CREATE FOREIGN TABLE pd_tgt_fdw_b PARTITION OF pd_tgt_fdw FOR VALUES IN (1)
+    SERVER part_loopback OPTIONS (table_name 'pd_tgt_store_b');
 
 -- The plain diff, then every pairing's difference from it (none expected).
 SELECT issue, key, columns, source_values, target_values
-FROM reconcile_diff('src_plain', 'tgt_plain', ARRAY['id']) ORDER BY issue, key::text;
+FROM reconcile_diff('pd_src_plain', 'pd_tgt_plain', ARRAY['id']) ORDER BY issue, key::text;
 CREATE FUNCTION diff_differs(s regclass, t regclass, options jsonb DEFAULT '{}')
 RETURNS bigint LANGUAGE sql AS $$
     SELECT count(*) FROM (
@@ -260,42 +260,42 @@ RETURNS bigint LANGUAGE sql AS $$
            FROM reconcile_diff(s, t, ARRAY['id'], options)
          EXCEPT ALL
          SELECT issue, key::text, columns, source_values::text, target_values::text
-           FROM reconcile_diff('src_plain', 'tgt_plain', ARRAY['id'], options))
+           FROM reconcile_diff('pd_src_plain', 'pd_tgt_plain', ARRAY['id'], options))
         UNION ALL
         (SELECT issue, key::text, columns, source_values::text, target_values::text
-           FROM reconcile_diff('src_plain', 'tgt_plain', ARRAY['id'], options)
+           FROM reconcile_diff('pd_src_plain', 'pd_tgt_plain', ARRAY['id'], options)
          EXCEPT ALL
          SELECT issue, key::text, columns, source_values::text, target_values::text
            FROM reconcile_diff(s, t, ARRAY['id'], options))) AS d
 $$;
 SELECT s, t, diff_differs(s, t) AS differing,
        diff_differs(s, t, '{"compare": ["amount"], "tolerance": {"amount": 1}}') AS differing_with_options
-FROM unnest(ARRAY['src_plain', 'src_part', 'src_fdw']::regclass[]) AS s,
-     unnest(ARRAY['tgt_plain', 'tgt_part', 'tgt_fdw']::regclass[]) AS t
+FROM unnest(ARRAY['pd_src_plain', 'pd_src_part', 'pd_src_fdw']::regclass[]) AS s,
+     unnest(ARRAY['pd_tgt_plain', 'pd_tgt_part', 'pd_tgt_fdw']::regclass[]) AS t
 ORDER BY 1::text, 2::text;
-SELECT s, t, to_jsonb(reconcile_diff_summary(s, t, ARRAY['id'])) = to_jsonb(reconcile_diff_summary('src_plain', 'tgt_plain', ARRAY['id'])) AS same_summary
-FROM unnest(ARRAY['src_part', 'src_fdw']::regclass[]) AS s,
-     unnest(ARRAY['tgt_part', 'tgt_fdw']::regclass[]) AS t
+SELECT s, t, to_jsonb(reconcile_diff_summary(s, t, ARRAY['id'])) = to_jsonb(reconcile_diff_summary('pd_src_plain', 'pd_tgt_plain', ARRAY['id'])) AS same_summary
+FROM unnest(ARRAY['pd_src_part', 'pd_src_fdw']::regclass[]) AS s,
+     unnest(ARRAY['pd_tgt_part', 'pd_tgt_fdw']::regclass[]) AS t
 ORDER BY 1::text, 2::text;
-SELECT * FROM reconcile_diff_summary('src_fdw', 'tgt_part', ARRAY['id']);
+SELECT * FROM reconcile_diff_summary('pd_src_fdw', 'pd_tgt_part', ARRAY['id']);
 -- Jobs over partitioned and foreign-partitioned sides.
 INSERT INTO reconcile.diff_jobs (name, source, target, key_columns) VALUES
-    ('part_plain', 'src_plain', 'tgt_plain', ARRAY['id']),
-    ('part_hash_range', 'src_part', 'tgt_part', ARRAY['id']),
-    ('part_fdw_fdw', 'src_fdw', 'tgt_fdw', ARRAY['id']);
+    ('part_plain', 'pd_src_plain', 'pd_tgt_plain', ARRAY['id']),
+    ('part_hash_range', 'pd_src_part', 'pd_tgt_part', ARRAY['id']),
+    ('part_fdw_fdw', 'pd_src_fdw', 'pd_tgt_fdw', ARRAY['id']);
 SELECT job, source, target, rows_source, rows_target, matched, missing_in_target, extra_in_target,
        mismatched, duplicate_keys, null_keys, findings, error
 FROM reconcile_diff_run() ORDER BY job;
 SELECT r.job, count(*) AS findings,
-       count(*) FILTER (WHERE (d.issue, d.key) NOT IN (SELECT issue, key FROM reconcile_diff('src_plain', 'tgt_plain', ARRAY['id']))) AS not_in_plain_diff
+       count(*) FILTER (WHERE (d.issue, d.key) NOT IN (SELECT issue, key FROM reconcile_diff('pd_src_plain', 'pd_tgt_plain', ARRAY['id']))) AS not_in_plain_diff
 FROM reconcile.diff_runs r JOIN reconcile.diff_results d USING (run_id) GROUP BY 1 ORDER BY 1;
 
 DELETE FROM reconcile.diff_jobs;
 RESET reconcile.write_path;
 DROP EXTENSION reconcile;
 DROP TABLE loads, stage1, stage2, stage_hp_0, stage_eu, mid, stage_low, pstage, fstage, fstage_store, hp, fp, fp2,
-    fp_store, src_plain, tgt_plain, src_part, tgt_part, src_fdw, tgt_fdw, src_store_low, src_store_high,
-    tgt_store_a, tgt_store_b, from_pstage, from_fstage;
+    fp_store, pd_src_plain, pd_tgt_plain, pd_src_part, pd_tgt_part, pd_src_fdw, pd_tgt_fdw, pd_src_store_low, pd_src_store_high,
+    pd_tgt_store_a, pd_tgt_store_b, from_pstage, from_fstage;
 DO $$
 DECLARE t text;
 BEGIN

@@ -864,9 +864,9 @@ propose_conditional_linear(Profile *p, List **props, int *cols, int *signs, bool
 		{
 			int64		support = 0,
 						held = 0;
-			LinearBasis within = *basis;
-			ConditionalRelation *cr = palloc0(sizeof(ConditionalRelation));
-			double		vec[MAX_TERMS + 1] = {0};
+			LinearBasis within;
+			double		coef[MAX_TERMS + 1] = {0};
+			double		vec[MAX_TERMS + 1];
 			ListCell   *lc;
 
 			for (int s = 0; s < p->nsampled; s++)
@@ -886,6 +886,7 @@ propose_conditional_linear(Profile *p, List **props, int *cols, int *signs, bool
 			 * category (closing = opening + net when closing = opening +
 			 * amount - fee is known, with net = amount - fee).
 			 */
+			within = *basis;
 			foreach(lc, *conditional)
 			{
 				ConditionalRelation *o = lfirst(lc);
@@ -896,11 +897,15 @@ propose_conditional_linear(Profile *p, List **props, int *cols, int *signs, bool
 					basis_add(&within, ov);
 			}
 			for (int j = 0; j < k; j++)
-				cr->v[bits[j]] = vec[bits[j]] = signs[j];
+				coef[bits[j]] = signs[j];
+			memcpy(vec, coef, sizeof(vec));
 			if (!basis_add(&within, vec))
 				continue;
 			if (propose_linear(p, props, cols, signs, k, y, NULL, 0, cc, cc->top[v].value))
 			{
+				ConditionalRelation *cr = palloc(sizeof(ConditionalRelation));
+
+				memcpy(cr->v, coef, sizeof(coef));
 				cr->column = ci;
 				cr->hash = cc->top[v].hash;
 				*conditional = lappend(*conditional, cr);
