@@ -112,6 +112,99 @@ CREATE EVENT TRIGGER reconcile_forget_dropped ON sql_drop
 -- Also under session_replication_role = replica.
 ALTER EVENT TRIGGER reconcile_forget_dropped ENABLE ALWAYS;
 
+-- ---- comments: the catalog explains itself (discover) ----
+
+-- Every function, table, view, type and event trigger of the extension
+-- carries a description, shown by \df+, \dt+, \dv+, \dT+ and \dd.  Here,
+-- not in reconcile--1.0.sql (released), so that fresh installs (1.0, then
+-- this script) and upgrades get the same comments.  Functions are named
+-- as on 1.0; a section below that replaces a function comments the new one.
+COMMENT ON SCHEMA reconcile IS
+    'State of the reconcile extension: registered targets, receipts, cursors, rejects, conflicts, attached rules, configured diff jobs and their runs.';
+
+COMMENT ON FUNCTION reconcile_register(pg_catalog.regclass, pg_catalog.text[], pg_catalog.text,
+    pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text[]) IS
+    'Register a table the caller owns as a reconcile target: key_columns, version_column, deleted_column (tombstones), hash_column, conflict_policy (''quarantine'' or ''abort'') and payload_columns (default: every other column).';
+COMMENT ON FUNCTION reconcile_unregister(pg_catalog.regclass) IS
+    'Forget a target''s registration; its receipts and cursors stay.';
+COMMENT ON FUNCTION reconcile_batch_id(pg_catalog.jsonb) IS
+    'The batch id of a manifest: the lowercase hex SHA-256 of its canonical form.';
+COMMENT ON FUNCTION reconcile_canonical_manifest(pg_catalog.jsonb) IS
+    'The canonical text of a manifest (entries sorted by object_key), whose SHA-256 is the batch id.';
+COMMENT ON FUNCTION reconcile_batch(pg_catalog.regclass, pg_catalog.regclass, pg_catalog.jsonb,
+    pg_catalog.text, pg_catalog.text) IS
+    'Load one batch from a staged relation into a registered target, exactly once: checks the manifest (a JSON array of {"object_key", "version_id", "content_hash", "rows"}), casts and rejects, resolves versions, tombstones and conflicts, merges, applies the attached rules, and moves the cursor of source to "cursor"; returns the receipt (status ''committed'' or ''replayed'').';
+COMMENT ON FUNCTION reconcile_diff(pg_catalog.regclass, pg_catalog.regclass, pg_catalog.text[],
+    pg_catalog.jsonb) IS
+    'Compare source with target by key_columns: one row per finding (missing, extra, mismatch with the differing columns and values, duplicate_key, null_key). Options: compare, ignore (column lists), target_key_columns, column_map (source name to target name), trim_keys (boolean), updated_column, window ([from, to]), cutoff ("source_max"), tolerance (column to number or interval), time_zone (the zone in which timestamp and timestamptz columns are compared, default UTC), lookback (an interval: a window from now minus it).';
+COMMENT ON FUNCTION reconcile_diff_summary(pg_catalog.regclass, pg_catalog.regclass,
+    pg_catalog.text[], pg_catalog.jsonb) IS
+    'The diff of reconcile_diff, counted: one row of rows per side, matched, missing, extra, mismatched, duplicate and NULL keys, and mismatches per column. Same options as reconcile_diff.';
+COMMENT ON FUNCTION reconcile_diff_run(pg_catalog.text) IS
+    'Run the configured job of reconcile.diff_jobs named job, or every job when job is NULL, recording each run in reconcile.diff_runs and its findings in reconcile.diff_results; returns the runs.';
+COMMENT ON FUNCTION reconcile_check(pg_catalog.regclass, pg_catalog.jsonb, pg_catalog.jsonb) IS
+    'Run a rules document ({"fail": {...}, "warn": {...}, "drop": {...}, "dataset_checks": [...]}) over a relation with the caller''s rights, read-only: one row per rule with its status, violating rows, gate breach and sample. Options: sample (rows kept per rule, 0 to 10000, default 10), key_columns (identify sample rows by these columns).';
+COMMENT ON FUNCTION reconcile_check_report(pg_catalog.regclass, pg_catalog.jsonb, pg_catalog.jsonb) IS
+    'reconcile_check as one jsonb report: the rules'' results, a summary and the gate''s verdict. Same options as reconcile_check.';
+COMMENT ON FUNCTION reconcile_discover_rules(pg_catalog.regclass, pg_catalog.jsonb) IS
+    'Profile a relation in one scan and propose a rules document (not null, allowed values, ranges, patterns, keys, linear relations, implications), each proposal with its evidence. Options: max_values (1 to 32, default 10: most values of an allowed-values list), min_share (0.5 to 1, default 0.99: share of rows a cross-column rule must hold on), sample_rows (100 to 100000, default 5000).';
+COMMENT ON FUNCTION reconcile_set_rules(pg_catalog.regclass, pg_catalog.jsonb) IS
+    'Attach a rules document to a registered target the caller owns (NULL detaches); batches then run it on their staged rows. Returns the new version in reconcile.target_rules.';
+COMMENT ON FUNCTION reconcile.forget_dropped() IS
+    'Event trigger function on sql_drop: removes the reconcile state of dropped relations (diff runs stay, the dropped side set to NULL).';
+COMMENT ON EVENT TRIGGER reconcile_forget_dropped IS
+    'Removes the reconcile state of dropped relations, at every DROP, also under session_replication_role = replica.';
+
+COMMENT ON TYPE reconcile.receipt IS
+    'What reconcile_batch returns: the batch''s receipt, with the count of staged rows per disposition.';
+
+COMMENT ON VIEW reconcile.batch_progress IS
+    'Batches running now, from any session: backend pid, target, phase, rows done of rows total, parallel workers.';
+
+COMMENT ON TABLE reconcile.targets IS
+    'Registered targets: how each table is keyed, versioned, tombstoned and hashed, and its conflict policy. Written by reconcile_register.';
+COMMENT ON COLUMN reconcile.targets.key_columns IS 'Columns identifying a row (the object''s business key).';
+COMMENT ON COLUMN reconcile.targets.version_column IS 'Column holding the row''s version: a higher version replaces a lower one, a lower one is stale.';
+COMMENT ON COLUMN reconcile.targets.deleted_column IS 'Column marking a row as deleted (a tombstone: version and hash moved, payload kept).';
+COMMENT ON COLUMN reconcile.targets.hash_column IS 'Column holding the payload''s hash, which tells an unchanged row from a conflict at the same version.';
+COMMENT ON COLUMN reconcile.targets.payload_columns IS 'Columns loaded from the staged relation.';
+COMMENT ON COLUMN reconcile.targets.conflict_policy IS '''quarantine'': conflicting rows go to reconcile.conflicts and the batch commits; ''abort'': the batch fails.';
+
+COMMENT ON TABLE reconcile.receipts IS
+    'One receipt per committed batch and target, with the count of staged rows per disposition; a replayed manifest finds its receipt here.';
+COMMENT ON COLUMN reconcile.receipts.batch_id IS 'Lowercase hex SHA-256 of the canonical manifest (reconcile_batch_id).';
+COMMENT ON COLUMN reconcile.receipts.checksum IS '64 hex digits: the sum modulo 2^256 of the payload hashes of the rows written (inserted, updated, deleted); all zeros when nothing was written.';
+COMMENT ON COLUMN reconcile.receipts.objects IS 'Per-object counts of the batch.';
+COMMENT ON COLUMN reconcile.receipts.warnings IS 'Violations per warn rule of the target''s attached rules, or NULL.';
+
+COMMENT ON TABLE reconcile.batch_objects IS
+    'Every object version a committed batch loaded, with its content hash: a version may be loaded again, never with other content.';
+COMMENT ON TABLE reconcile.cursors IS
+    'The position of each source in each target, moved in the same transaction as the batch that reached it.';
+COMMENT ON COLUMN reconcile.cursors."position" IS 'The cursor passed to reconcile_batch by the last batch from this source.';
+COMMENT ON TABLE reconcile.rejects IS
+    'Staged rows that could not be loaded, one row per problem found (object, source row, column, raw value, reason).';
+COMMENT ON COLUMN reconcile.rejects.reason IS 'Why the row was rejected.';
+COMMENT ON TABLE reconcile.conflicts IS
+    'Staged rows held back because two payloads claim the same key and version, inside the batch or against the target''s row.';
+COMMENT ON COLUMN reconcile.conflicts.staged_hash IS 'Hash of the staged payload.';
+COMMENT ON COLUMN reconcile.conflicts.existing_hash IS 'The target row''s hash, on rows at the target row''s version, else NULL.';
+
+COMMENT ON TABLE reconcile.target_rules IS
+    'The rules documents attached to targets, every version kept: the current one is the highest version; rules NULL means detached. Written by reconcile_set_rules.';
+COMMENT ON COLUMN reconcile.target_rules.rules IS 'The rules document, or NULL when detached.';
+
+COMMENT ON TABLE reconcile.diff_jobs IS
+    'Configured diffs, one row per table pair, run by reconcile_diff_run; source and target are names resolved when the job runs, options as reconcile_diff''s.';
+COMMENT ON COLUMN reconcile.diff_jobs.options IS 'reconcile_diff options: compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback.';
+COMMENT ON TABLE reconcile.diff_runs IS
+    'One row per run of a configured diff job, kept for history: the summary''s counts, the number of findings, or the error.';
+COMMENT ON COLUMN reconcile.diff_runs.error IS 'The error the run ended with, or NULL when it completed.';
+COMMENT ON COLUMN reconcile.diff_runs.findings IS 'Rows written to reconcile.diff_results for this run.';
+COMMENT ON SEQUENCE reconcile.diff_runs_run_id_seq IS 'Run ids of reconcile.diff_runs.';
+COMMENT ON TABLE reconcile.diff_results IS
+    'The findings of each diff run, as reconcile_diff returns them.';
+
 -- ---- diffcfg (issue 13): reconciliation configs as users have them ----
 
 -- One COPY of a config file (or rows in an INSERT) into this view makes

@@ -368,6 +368,26 @@ resolve_target(Oid relid, char **keys, int nkeys, const char *version,
 				 errdetail("A unique index does not span an inheritance tree, so reconcile could not keep one row per key."),
 				 errhint("Load a table that takes no part in inheritance, or use a partitioned table.")));
 
+	/*
+	 * PostgreSQL allows no unique index on a partitioned table with a
+	 * foreign partition (nor a foreign partition beside one), and the key
+	 * index is what keeps one row per key: say so, rather than ask for an
+	 * index that cannot be created.
+	 */
+	if (kind == RELKIND_PARTITIONED_TABLE)
+	{
+		ListCell   *lc;
+
+		foreach(lc, find_all_inheritors(relid, AccessShareLock, NULL))
+			if (get_rel_relkind(lfirst_oid(lc)) == RELKIND_FOREIGN_TABLE)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("partitioned table \"%s\" has a partition that is a foreign table, \"%s\"",
+								RelationGetRelationName(rel), get_rel_name(lfirst_oid(lc))),
+						 errdetail("reconcile keeps one row per key through a unique index on the key columns, and PostgreSQL allows none on a partitioned table with foreign partitions."),
+						 errhint("Register the local partitions one by one, or load the foreign table on its own server.")));
+	}
+
 	t->relid = relid;
 	t->relname = pstrdup(RelationGetRelationName(rel));
 	t->qualname = relation_quoted_name(rel);
