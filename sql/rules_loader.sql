@@ -277,6 +277,41 @@ SELECT warnings FROM reconcile.receipts WHERE target = 'typed_state'::regclass
  ORDER BY committed_at DESC LIMIT 1;
 SELECT customer_id FROM typed_state WHERE customer_id IN ('C10', 'C11', 'C12', 'C13', 'C14') ORDER BY 1;
 
+-- Dataset checks run as the target's owner, who is granted SELECT on the
+-- batch's temporary table of winners and on nothing else of the caller's:
+-- a check that reads another of the caller's temporary tables is refused.
+CREATE ROLE regress_rules_owner;
+CREATE TABLE owned_state (id int PRIMARY KEY, v int, version bigint NOT NULL,
+                          is_deleted boolean NOT NULL DEFAULT false, payload_hash bytea);
+ALTER TABLE owned_state OWNER TO regress_rules_owner;
+CREATE TABLE owned_stage (object_key text, source_row bigint, operation text,
+                          id text, version text, v text);
+GRANT SELECT ON owned_stage TO regress_rules_owner;
+INSERT INTO owned_stage VALUES ('w1', 1, 'UPSERT', '1', '1', '10'), ('w1', 2, 'UPSERT', '2', '1', 'ten');
+SET ROLE regress_rules_owner;
+SELECT reconcile_register(target => 'owned_state', key_columns => '{id}', version_column => 'version',
+                          deleted_column => 'is_deleted', hash_column => 'payload_hash');
+CREATE TEMP TABLE secret (x int);
+SELECT reconcile_set_rules('owned_state', '{"dataset_checks": [{"name": "peek",
+    "sql": "SELECT 1 FROM {{TABLE}} WHERE EXISTS (SELECT 1 FROM pg_temp.secret)"}]}') AS version;
+DROP TABLE pg_temp.secret;
+RESET ROLE;
+CREATE TEMP TABLE secret (x int);
+INSERT INTO secret VALUES (1);
+SELECT status FROM reconcile_batch(target => 'owned_state', staged => 'owned_stage',
+    manifest => '[{"object_key":"w1","version_id":"a","content_hash":"sha256:w1","rows":2}]');
+SET ROLE regress_rules_owner;
+SELECT reconcile_set_rules('owned_state', '{"warn": {"small": "v < 100"},
+    "dataset_checks": [{"name": "big", "sql": "SELECT 1 FROM {{TABLE}} WHERE v >= 100"}]}') AS version;
+RESET ROLE;
+SELECT status, inserted, rejected FROM reconcile_batch(target => 'owned_state', staged => 'owned_stage',
+    manifest => '[{"object_key":"w1","version_id":"a","content_hash":"sha256:w1","rows":2}]');
+SELECT id, v FROM owned_state;
+-- The temporary table, and the grant with it, are gone.
+SELECT count(*) AS apply_tables FROM pg_class WHERE relname LIKE 'reconcile_apply_%';
+DROP TABLE secret, owned_state, owned_stage;
+DROP ROLE regress_rules_owner;
+
 DROP TABLE customer_state, customer_stage, thin_stage, typed_state, typed_stage;
 DROP ROLE regress_rules_other;
 DROP EXTENSION reconcile;

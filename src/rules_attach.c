@@ -2,25 +2,33 @@
  * rules_attach.c
  *		reconcile_set_rules(): attach a reviewed rules document to a target,
  *		keeping every version; and the hooks through which reconcile_batch
- *		applies the target's rules to its staged rows.
+ *		applies the target's rules to its batches.
  *
- * In a batch the row rules are evaluated during the loader's one read of
- * the staged rows (stage.c), by rule_eval as reconcile_check evaluates
- * them: a drop rule violated rejects the row, warn and fail violations are
- * counted.  Before the merge (batch.c) a fail
- * violation, or a dataset check with rows over the batch's staged rows,
- * refuses the batch.  Attached rules run inside the batch, where nothing
- * rolls back what they do, so they may not call volatile functions.
+ * Rules are attached to the target, so they name the target's columns and
+ * are planned against it; in a batch they see what the batch would write.
+ * The row rules are evaluated during the loader's one read of the staged
+ * rows (stage.c), on each row that passed staging, cast to the target's
+ * types and laid out as a row of the target (the columns a batch loads;
+ * a rule naming another is refused), by rule_eval as reconcile_check
+ * evaluates them: a drop rule violated, or a data error a rule raises on
+ * the row, rejects it; warn and fail violations are counted, and after the
+ * read (batch.c) a fail violation refuses the batch.  The dataset checks
+ * run after the merge (merge.c), over the winners queued in the general
+ * write path's temporary table, before anything is written.  Attached
+ * rules run inside the batch, where nothing rolls back what they do, so
+ * they may not call volatile functions.
  *
  * An attached rule is the target owner's code, and a batch may be run by a
  * more privileged role: like an index expression run by VACUUM, every
  * attached rule (planning, row rules on each staged row, dataset checks)
  * runs as the target's owner under SECURITY_RESTRICTED_OPERATION,
  * read-only, with search_path RULES_SEARCH_PATH.  So the staged rows reach
- * the rules not through the loader's query, which runs as the caller, but
- * as values: rule_eval evaluates the rules it can on them, and the others
- * (a subquery, a whole-row reference) run per row in a query of their own
- * whose parameters are the staged row's columns.
+ * the row rules not through the loader's query, which runs as the caller,
+ * but as values: rule_eval evaluates the rules it can on them, and the
+ * others (a subquery, a whole-row reference) run in a plan of their own,
+ * started once, whose scan slot receives each row.  The dataset checks
+ * read the winners' temporary table, on which the caller's batch grants
+ * the owner SELECT (apply.c).
  */
 #include "postgres.h"
 

@@ -7,10 +7,11 @@
  * loaded (a value that does not cast, a NULL key, a bad version or
  * operation) is recorded in reconcile.rejects with every problem found and
  * goes no further.  The others are cast to the target's types, given their
- * payload hash and fed to a tuplesort (key, version descending, object,
- * source row), which stays within work_mem and spills beyond it; merge.c
- * reads the sorted stream.  The payload hash's canonical form is
- * payload.c's.
+ * payload hash, held to the target's row rules (rules_attach.c: a drop
+ * rule violated, or a rule's error on the row, rejects it) and fed to a
+ * tuplesort (key, version descending, object, source row), which stays
+ * within work_mem and spills beyond it; merge.c reads the sorted stream.
+ * The payload hash's canonical form is payload.c's.
  */
 #include "postgres.h"
 
