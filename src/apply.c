@@ -24,6 +24,7 @@
 #include "catalog/pg_operator.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -40,6 +41,7 @@ struct ApplyWriter
 	BulkInsertState bistate;
 	TupleTableSlot *slot;
 	int64		nactions[4];	/* insert, update, delete, replace */
+	bool		filled;			/* every winner queued, the table closed */
 };
 
 /* Columns: keys, version, deleted, hash, payload, action. */
@@ -128,6 +130,69 @@ apply_check(ApplyWriter *m, const char *what, uint64 expected)
 				 errhint("reconcile_batch refuses to commit a receipt that does not match the target; nothing was applied.")));
 }
 
+/* Every winner is queued: close the table and make its rows visible. */
+static void
+apply_fill_end(ApplyWriter *m)
+{
+	if (m->filled)
+		return;
+	ExecDropSingleTupleTableSlot(m->slot);
+	FreeBulkInsertState(m->bistate);
+	table_close(m->rel, NoLock);
+	CommandCounterIncrement();
+	m->filled = true;
+}
+
+/*
+ * Once every winner is queued: a SELECT of the rows the batch would leave
+ * live in the target (inserted and updated, not tombstones), under the
+ * target's names for the columns a batch loads, in the table's column
+ * order.  reader, the target's owner that runs the dataset checks over
+ * them, is granted SELECT on the temporary table: on this table only, for
+ * as long as it lives (the batch's transaction; no other session can read
+ * a temporary table).
+ */
+char *
+apply_winners_sql(ApplyWriter *m, Oid reader)
+{
+	TargetInfo *t = m->t;
+	TargetColumn **cols;
+	int			ncols = target_loaded_columns(t, &cols);
+	const char *tmp = psprintf("pg_temp.%s", quote_identifier(m->name));
+	StringInfoData sql;
+
+	apply_fill_end(m);
+	if (reader != GetUserId() &&
+		SPI_execute(psprintf("GRANT SELECT ON TABLE %s TO %s", tmp,
+							 quote_identifier(GetUserNameFromId(reader, false))),
+					false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not grant SELECT on %s", m->name);
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	for (int i = 0; i < ncols; i++)
+	{
+		TargetColumn *c = cols[i];
+		char	   *src = NULL;
+
+		if (c == &t->version)
+			src = "w.v";
+		else if (c == &t->deleted)
+			src = "w.d";
+		else if (c == &t->hash)
+			src = "w.h";
+		for (int k = 0; src == NULL && k < t->nkeys; k++)
+			if (c == &t->keys[k])
+				src = psprintf("w.k%d", k + 1);
+		for (int p = 0; src == NULL && p < t->npayload; p++)
+			if (c == &t->payload[p])
+				src = psprintf("w.p%d", p + 1);
+		appendStringInfo(&sql, "%s%s AS %s", i > 0 ? ", " : "", src, quote_identifier(c->name));
+	}
+	appendStringInfo(&sql, " FROM %s AS w WHERE NOT w.d", tmp);
+	return sql.data;
+}
+
 /* Write the queued winners to the target, with the caller's rights. */
 void
 apply_run(ApplyWriter *m)
@@ -141,10 +206,7 @@ apply_run(ApplyWriter *m)
 	const char *tmp = psprintf("pg_temp.%s", quote_identifier(m->name));
 	char	   *sql;
 
-	ExecDropSingleTupleTableSlot(m->slot);
-	FreeBulkInsertState(m->bistate);
-	table_close(m->rel, NoLock);
-	CommandCounterIncrement();
+	apply_fill_end(m);
 
 	initStringInfo(&cols);
 	initStringInfo(&sel);

@@ -254,7 +254,7 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	receipt_check_objects(b);
-	b->rules = batch_rules_load(b->target->relid, b->staged);	/* rules_attach.c */
+	b->rules = batch_rules_load(b->target, b->staged);	/* rules_attach.c */
 	{
 		int64		total = 0;
 
@@ -263,12 +263,12 @@ reconcile_batch(PG_FUNCTION_ARGS)
 		progress_start(b->target->relid, total);
 	}
 	progress_phase(PHASE_READING);
-	batch_rules_context_push(b);	/* rules_attach.c: run-time errors mention the rules */
+	batch_rules_context_push(b);	/* rules_attach.c: row rules evaluated in the read */
 	stage_read(b);
 	batch_rules_context_pop(b);
 	check_row_counts(b);
 	check_reject_limit(b);
-	batch_rules_gate(b);		/* rules_attach.c: fail rules and dataset checks */
+	batch_rules_gate(b);		/* rules_attach.c: fail rules (dataset checks: merge.c) */
 	pause_point("staged");
 	merge_batch(b);
 	stage_release(b);			/* the parallel read's shared sort, now read */

@@ -20,7 +20,9 @@
  * Winners are written by one of two paths, which give the same result:
  * the direct path (direct.c) for a plain table without triggers or rules
  * in a READ COMMITTED transaction, the general path (apply.c) for anything
- * else or when reconcile.write_path = 'general'.  Target rows are found by
+ * else or when reconcile.write_path = 'general'.  A target with attached
+ * dataset checks takes the general path: the checks run over its winners
+ * (rules_attach.c) before they are written.  Target rows are found by
  * probe.c.
  */
 #include "postgres.h"
@@ -37,6 +39,7 @@
 #include "payload.h"
 #include "probe.h"
 #include "progress.h"
+#include "rules.h"
 #include "state.h"
 #include "writers.h"
 
@@ -464,7 +467,7 @@ merge_batch(BatchState *b)
 	}
 	else
 		m.probe = probe_open(m.t, GetLatestSnapshot(), true);
-	if (direct_allowed(m.t))
+	if (direct_allowed(m.t) && !batch_rules_has_dataset_checks(b->rules))
 		m.direct = direct_open(m.t);
 	else
 		m.apply = apply_create(m.t, b->batch_id);
@@ -515,6 +518,9 @@ merge_batch(BatchState *b)
 		direct_close(m.direct);
 	else
 	{
+		/* rules_attach.c: dataset checks over the winners, before any is written */
+		if (batch_rules_has_dataset_checks(b->rules))
+			batch_rules_check_winners(b, apply_winners_sql(m.apply, batch_rules_owner(b->rules)));
 		progress_phase(PHASE_APPLYING);
 		apply_run(m.apply);
 	}

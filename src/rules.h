@@ -100,18 +100,22 @@ extern int	rule_eval_shared(RuleEval *ev);
 extern void rule_eval_row(RuleEval *ev, TupleTableSlot *slot, bool *violated);
 extern void rule_eval_end(RuleEval *ev);
 
-/* ---- rules_attach.c: loader hooks (called from stage.c, batch.c, receipt.c) ---- */
+/* ---- rules_attach.c: loader hooks (called from stage.c, merge.c, batch.c, receipt.c) ---- */
 
 typedef struct BatchRules BatchRules;
 struct BatchState;				/* loader.h: the hooks take the batch whole */
+struct TargetInfo;				/* target.h */
 
-extern BatchRules *batch_rules_load(Oid target, Oid staged);
+extern BatchRules *batch_rules_load(struct TargetInfo *t, Oid staged);
+extern bool batch_rules_has_row_rules(BatchRules *br);
+extern bool batch_rules_has_dataset_checks(BatchRules *br);
+extern Oid	batch_rules_owner(BatchRules *br);
 extern void batch_rules_context_push(struct BatchState *b);
 extern void batch_rules_context_pop(struct BatchState *b);
-extern void batch_rules_append_columns(BatchRules *br, StringInfo sql, int firstpos);
-extern int	batch_rules_row(BatchRules *br, TupleTableSlot *row, bool rejected,
-							const char ***dropped);
+extern TupleTableSlot *batch_rules_slot(BatchRules *br);
+extern int	batch_rules_row(BatchRules *br, TupleTableSlot *row, const char ***reasons);
 extern void batch_rules_gate(struct BatchState *b);
+extern void batch_rules_check_winners(struct BatchState *b, const char *rows_sql);
 extern Datum batch_rules_warnings(BatchRules *br, bool *isnull);
 
 #endif							/* RECONCILE_RULES_H */

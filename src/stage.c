@@ -7,10 +7,11 @@
  * loaded (a value that does not cast, a NULL key, a bad version or
  * operation) is recorded in reconcile.rejects with every problem found and
  * goes no further.  The others are cast to the target's types, given their
- * payload hash and fed to a tuplesort (key, version descending, object,
- * source row), which stays within work_mem and spills beyond it; merge.c
- * reads the sorted stream.  The payload hash's canonical form is
- * payload.c's.
+ * payload hash, held to the target's row rules (rules_attach.c: a drop
+ * rule violated, or a rule's error on the row, rejects it) and fed to a
+ * tuplesort (key, version descending, object, source row), which stays
+ * within work_mem and spills beyond it; merge.c reads the sorted stream.
+ * The payload hash's canonical form is payload.c's.
  */
 #include "postgres.h"
 
@@ -239,6 +240,38 @@ parse_staged_hash(StageReader *r, Datum value, uint8 *digest, char **raw)
 #define GETARG(n, isnullp) \
 	(*(isnullp) = in->tts_isnull[(n) - 1], in->tts_values[(n) - 1])
 
+/*
+ * A staged row that passed staging as the target's row, for the rules:
+ * keys, version, tombstone, hash and payload as the batch would write
+ * them (out: the sort tuple's values), every other column NULL.
+ */
+static TupleTableSlot *
+rules_row(BatchState *b, Datum *out, bool *outnull, bool is_delete, int64 version)
+{
+	TargetInfo *t = b->target;
+	TupleTableSlot *row = batch_rules_slot(b->rules);
+
+	for (int i = 0; i < t->nkeys; i++)
+	{
+		row->tts_values[t->keys[i].attnum - 1] = out[SORT_ATT_FIRST_KEY - 1 + i];
+		row->tts_isnull[t->keys[i].attnum - 1] = false;
+	}
+	row->tts_values[t->version.attnum - 1] = version_datum(t, version);
+	row->tts_isnull[t->version.attnum - 1] = false;
+	row->tts_values[t->deleted.attnum - 1] = BoolGetDatum(is_delete);
+	row->tts_isnull[t->deleted.attnum - 1] = false;
+	row->tts_values[t->hash.attnum - 1] = out[SORT_ATT_HASH - 1];
+	row->tts_isnull[t->hash.attnum - 1] = false;
+	for (int i = 0; i < t->npayload; i++)
+	{
+		int			a = SORT_ATT_FIRST_KEY - 1 + t->nkeys + i;
+
+		row->tts_values[t->payload[i].attnum - 1] = out[a];
+		row->tts_isnull[t->payload[i].attnum - 1] = outnull[a];
+	}
+	return ExecStoreVirtualTuple(row);
+}
+
 /* Process one staged row: reject it, or cast, hash and sort it. */
 static void
 stage_row(StageReader *r, TupleTableSlot *in)
@@ -396,18 +429,6 @@ stage_row(StageReader *r, TupleTableSlot *in)
 	}
 #undef REJECT
 
-	/* Data-quality rules (rules_attach.c): a drop rule violated rejects the row. */
-	if (b->rules != NULL)
-	{
-		const char **dropped;
-		int			ndropped = batch_rules_row(b->rules, in, problems > 0, &dropped);
-
-		for (int i = 0; i < ndropped; i++)
-			add_reject(r, object_key, source_row_null, source_row, NULL, NULL,
-					   psprintf("violates drop rule \"%s\"", dropped[i]));
-		problems += ndropped;
-	}
-
 	if (problems > 0)
 	{
 		b->counts[obj][DISP_REJECTED]++;
@@ -425,6 +446,29 @@ stage_row(StageReader *r, TupleTableSlot *in)
 		memcpy(VARDATA(h), digest, RECONCILE_SHA256_LEN);
 		out[SORT_ATT_HASH - 1] = PointerGetDatum(h);
 	}
+
+	/*
+	 * Data-quality rules (rules_attach.c) see the row as the batch would
+	 * write it, in the target's types: a drop rule it violates, or a rule
+	 * that raises an error on it, rejects it.
+	 */
+	if (batch_rules_has_row_rules(b->rules))
+	{
+		const char **reasons;
+		int			nreasons;
+
+		nreasons = batch_rules_row(b->rules, rules_row(b, out, outnull, is_delete, version),
+								   &reasons);
+		for (int i = 0; i < nreasons; i++)
+			add_reject(r, object_key, source_row_null, source_row, NULL, NULL, reasons[i]);
+		if (nreasons > 0)
+		{
+			b->counts[obj][DISP_REJECTED]++;
+			b->totals[DISP_REJECTED]++;
+			return;
+		}
+	}
+
 	out[SORT_ATT_OBJECT - 1] = Int32GetDatum(obj);
 	out[SORT_ATT_SOURCE_ROW - 1] = Int64GetDatum(source_row);
 	out[SORT_ATT_DELETE - 1] = BoolGetDatum(is_delete);
@@ -671,15 +715,11 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 		fmgr_info(outfunc, &r->hash_out);
 		appendStringInfoString(sql, ", s.payload_hash");
 	}
-	/* Data-quality rules (rules_attach.c): one boolean column per row rule. */
-	if (b->rules != NULL)
-		batch_rules_append_columns(b->rules, sql, (r->hash_pos > 0 ? r->hash_pos : 3 + r->ncols) + 1);
-
 	/*
 	 * Object versions: with a version_id column, a row belongs to the
 	 * manifest entry of its (object_key, version_id), so several versions of
-	 * an object can be staged side by side; it is read last, after the
-	 * rules' columns.  Without it, an object's rows are those of its one
+	 * an object can be staged side by side; it is the query's last
+	 * column.  Without it, an object's rows are those of its one
 	 * version in the manifest, which must then list no object twice.  A
 	 * target whose key or payload has a column version_id reads it as that
 	 * column, as before.
@@ -882,7 +922,7 @@ stage_parallel_workers(BatchState *b, Relation srel, StageReader *r, BlockNumber
 	int			workers;
 	BlockNumber threshold;
 
-	if (max_parallel_maintenance_workers <= 0 || b->rules != NULL ||
+	if (max_parallel_maintenance_workers <= 0 || batch_rules_has_row_rules(b->rules) ||
 		IsInParallelMode() || !IsUnderPostmaster ||
 		srel->rd_rel->relkind != RELKIND_RELATION ||
 		srel->rd_rel->relam != HEAP_TABLE_AM_OID ||

@@ -981,3 +981,34 @@ version_datum(TargetInfo *t, int64 v)
 	return t->version.typid == INT8OID ? Int64GetDatum(v) :
 		t->version.typid == INT4OID ? Int32GetDatum((int32) v) : Int16GetDatum((int16) v);
 }
+
+static int
+column_attnum_cmp(const void *a, const void *b)
+{
+	const TargetColumn *ca = *(const TargetColumn *const *) a;
+	const TargetColumn *cb = *(const TargetColumn *const *) b;
+
+	return (int) ca->attnum - (int) cb->attnum;
+}
+
+/*
+ * The target's columns a batch writes (keys, version, tombstone, hash,
+ * payload) in the table's column order: what attached rules see of a
+ * staged row, and dataset checks of the batch's winners.  Returns how many.
+ */
+int
+target_loaded_columns(TargetInfo *t, TargetColumn ***cols)
+{
+	int			n = 0;
+
+	*cols = palloc(sizeof(TargetColumn *) * (t->nkeys + 3 + t->npayload));
+	for (int i = 0; i < t->nkeys; i++)
+		(*cols)[n++] = &t->keys[i];
+	(*cols)[n++] = &t->version;
+	(*cols)[n++] = &t->deleted;
+	(*cols)[n++] = &t->hash;
+	for (int i = 0; i < t->npayload; i++)
+		(*cols)[n++] = &t->payload[i];
+	qsort(*cols, n, sizeof(TargetColumn *), column_attnum_cmp);
+	return n;
+}

@@ -71,5 +71,6 @@ extern void target_serialize(TargetInfo *target, StringInfo buf);
 extern TargetInfo *target_deserialize(const char *data);
 extern void target_check_batch_privileges(Oid target, Oid staged);
 extern Datum version_datum(TargetInfo *t, int64 v);
+extern int	target_loaded_columns(TargetInfo *t, TargetColumn ***cols);
 
 #endif							/* RECONCILE_TARGET_H */

@@ -51,6 +51,7 @@ typedef struct ApplyWriter ApplyWriter;
 
 extern ApplyWriter *apply_create(TargetInfo *t, const char *batch_id);
 extern void apply_add(ApplyWriter *a, const Winner *winner, char action);
+extern char *apply_winners_sql(ApplyWriter *a, Oid reader);
 extern void apply_run(ApplyWriter *a);
 
 #endif							/* RECONCILE_WRITERS_H */
