@@ -26,6 +26,7 @@
 
 #include "args.h"
 #include "citus.h"
+#include "citus_load.h"
 #include "loader.h"
 #include "progress.h"
 #include "rules.h"

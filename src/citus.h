@@ -1,14 +1,12 @@
 /*
  * citus.h
- *		Tables managed by Citus, as a batch sees them (citus.c): what kind
- *		a relation is, which kinds a batch refuses, and the target's rows
- *		that the merge probes, read through Citus rather than from the
- *		coordinator's empty shell table.
+ *		Tables managed by Citus (citus.c): what kind a relation is, found in
+ *		Citus's catalog at run time, and which kinds reconcile refuses.
  */
 #ifndef RECONCILE_CITUS_H
 #define RECONCILE_CITUS_H
 
-#include "target.h"
+#include "postgres_ext.h"
 
 /* Kinds of Citus table; TargetInfo.citus_kind holds one. */
 typedef enum CitusKind
@@ -26,7 +24,5 @@ extern CitusKind citus_table_kind(Oid relid, char **distcol, int32 *colocationid
 extern const char *citus_kind_name(CitusKind kind);
 extern void citus_check_target(Oid relid, const char *relname, bool partitioned,
 							   CitusKind kind);
-extern void citus_check_batch(TargetInfo *t, Oid staged, const char *batch_id);
-extern TargetInfo *citus_probe_copy(TargetInfo *t, Oid staged, const char *batch_id);
 
 #endif							/* RECONCILE_CITUS_H */

@@ -31,6 +31,7 @@
 #include "utils/datum.h"
 
 #include "citus.h"
+#include "citus_load.h"
 #include "loader.h"
 #include "payload.h"
 #include "probe.h"
