@@ -3,8 +3,10 @@
 # conflicts under both policies) gives the same receipts, rejects,
 # conflicts, cursors and final target on a hash-distributed, a
 # single-shard, a reference and a Citus local table as on a plain table;
-# the kinds reconcile does not load are refused before anything is
-# written; the diff of a co-located pair equals the plain diff; and a
+# a composite key distributed by one of its columns, a table distributed
+# after it was loaded and a batch under REPEATABLE READ load as on one
+# server; the kinds reconcile does not load are refused before anything
+# is written; the diff of a co-located pair equals the plain diff; and a
 # worker killed with kill -9 during a batch leaves nothing of it on any
 # node, after which the retry commits once.
 #
@@ -355,6 +357,20 @@ for my $kind ('plain', 'distributed')
 }
 like($diff{plain}, qr/C99/, 'plain diff: finds the extra source row');
 is($diff{distributed}, $diff{plain}, 'distributed diff: the same findings as the plain diff');
+
+# Under REPEATABLE READ too (the general path, as on one server).
+is( $coord->safe_psql(
+		'postgres', q{
+TRUNCATE distributed.stage;
+INSERT INTO distributed.stage VALUES ('rr', 1, 'UPSERT', 'C2', '7', 'Bo RR', 41), ('rr', 2, 'UPSERT', 'R1', '1', 'New RR', 42);
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT status, inserted, updated FROM reconcile_batch('distributed.cust', 'distributed.stage',
+    '[{"object_key":"rr","version_id":"1","content_hash":"h","rows":2}]');
+COMMIT;
+SELECT string_agg(id || '=' || name || '/' || version, ' ' ORDER BY id) FROM distributed.cust WHERE id IN ('C2', 'R1');
+}),
+	"committed|1|1\nC2=Bo RR/7 R1=New RR/1",
+	'distributed: a batch under REPEATABLE READ');
 
 # ---- a worker killed with kill -9 during a batch ----
 
