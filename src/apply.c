@@ -29,6 +29,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
+#include "citus.h"
 #include "writers.h"
 
 /* The temporary table of winners and what was queued in it. */
@@ -193,6 +194,85 @@ apply_winners_sql(ApplyWriter *m, Oid reader)
 	return sql.data;
 }
 
+/* Where an UPDATE of the target reads the winners of one action from. */
+typedef struct UpdateSource
+{
+	char	   *from;			/* a FROM item named w */
+	const char *filter;			/* the condition that picks the action's rows */
+	int			nparams;
+	Oid		   *types;
+	Datum	   *values;
+} UpdateSource;
+
+/*
+ * Normally the temporary table.  Citus cannot join a reference table that
+ * it modifies with a local table, but it ships parameters with the
+ * statement to every placement: there the winners come as one array per
+ * column, unnested in the statement (citus.c refuses a reference target
+ * with a column whose type has no array type).
+ */
+static void
+update_source(ApplyWriter *m, const char *tmp, char action, UpdateSource *src)
+{
+	TargetInfo *t = m->t;
+	StringInfoData agg,
+				from,
+				names;
+	int			ncols = t->nkeys + 2 + (action == ACTION_UPDATE ? t->npayload : 0);
+
+	memset(src, 0, sizeof(*src));
+	if (t->citus_kind != CITUS_REFERENCE)
+	{
+		src->from = psprintf("%s AS w", tmp);
+		src->filter = action == ACTION_UPDATE ? "w.a OPERATOR(pg_catalog.=) 'U'" :
+			"w.a OPERATOR(pg_catalog.=) 'D'";
+		return;
+	}
+
+	initStringInfo(&agg);
+	initStringInfo(&from);
+	initStringInfo(&names);
+	src->types = palloc(sizeof(Oid) * ncols);
+	src->values = palloc(sizeof(Datum) * ncols);
+	for (int i = 0; i < ncols; i++)
+	{
+		TargetColumn *c;
+		char	   *name;
+
+		if (i < t->nkeys)
+			c = &t->keys[i], name = psprintf("k%d", i + 1);
+		else if (i == t->nkeys)
+			c = &t->version, name = "v";
+		else if (i == t->nkeys + 1)
+			c = &t->hash, name = "h";
+		else
+			c = &t->payload[i - t->nkeys - 2], name = psprintf("p%d", i - t->nkeys - 1);
+		src->types[i] = get_array_type(c->typid);
+		if (!OidIsValid(src->types[i]))
+			elog(ERROR, "type %s has no array type", format_type_be(c->typid));
+		appendStringInfo(&agg, "%spg_catalog.array_agg(w.%s)", i ? ", " : "", name);
+		appendStringInfo(&from, "%spg_catalog.unnest($%d)", i ? ", " : "", i + 1);
+		appendStringInfo(&names, "%s%s", i ? ", " : "", name);
+	}
+	if (SPI_execute(psprintf("SELECT %s FROM %s AS w WHERE w.a OPERATOR(pg_catalog.=) '%c'",
+							 agg.data, tmp, action), false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not read %s", tmp);
+	for (int i = 0; i < ncols; i++)
+	{
+		bool		isnull;
+
+		src->values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									   i + 1, &isnull);
+		if (isnull)
+			elog(ERROR, "%s holds no rows of action '%c'", tmp, action);
+		src->values[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(src->values[i]));
+	}
+	src->nparams = ncols;
+	src->from = psprintf("ROWS FROM (%s) AS w(%s)", from.data, names.data);
+	src->filter = "true";
+}
+
 /* Write the queued winners to the target, with the caller's rights. */
 void
 apply_run(ApplyWriter *m)
@@ -244,32 +324,52 @@ apply_run(ApplyWriter *m)
 
 	if (m->nactions[0] > 0)
 	{
-		sql = psprintf("INSERT INTO %s AS t (%s) SELECT %s FROM %s AS w WHERE w.a OPERATOR(pg_catalog.=) 'I'",
-					   t->qualname, cols.data, sel.data, tmp);
+		/*
+		 * Citus copies a plain INSERT ... SELECT into the shards over
+		 * connections that, once the batch's reads have used them, it does
+		 * not count as having written: it would commit them after the
+		 * coordinator, without two-phase commit (a worker lost then keeps
+		 * none of its rows while the receipt stays).  With ON CONFLICT it
+		 * runs the insert as tasks that it does count.  The merge found none
+		 * of these keys, so the clause changes nothing: a row it skipped
+		 * would fail apply_check.
+		 */
+		sql = psprintf("INSERT INTO %s AS t (%s) SELECT %s FROM %s AS w WHERE w.a OPERATOR(pg_catalog.=) 'I'%s",
+					   t->qualname, cols.data, sel.data, tmp,
+					   t->citus_kind != CITUS_NONE ? " ON CONFLICT DO NOTHING" : "");
 		if (SPI_execute(sql, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not insert into %s", t->relname);
 		apply_check(m, "INSERT", m->nactions[0]);
 	}
 	if (m->nactions[1] > 0)
 	{
-		sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = false, %s = w.h%s FROM %s AS w"
-					   " WHERE w.a OPERATOR(pg_catalog.=) 'U'%s AND t.%s OPERATOR(pg_catalog.<) w.v",
+		UpdateSource src;
+
+		update_source(m, tmp, ACTION_UPDATE, &src);
+		sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = false, %s = w.h%s FROM %s"
+					   " WHERE %s%s AND t.%s OPERATOR(pg_catalog.<) w.v",
 					   t->qualname, quote_identifier(t->version.name),
 					   quote_identifier(t->deleted.name), quote_identifier(t->hash.name),
-					   set.data, tmp, keymatch.data, quote_identifier(t->version.name));
-		if (SPI_execute(sql, false, 0) != SPI_OK_UPDATE)
+					   set.data, src.from, src.filter, keymatch.data,
+					   quote_identifier(t->version.name));
+		if (SPI_execute_with_args(sql, src.nparams, src.types, src.values, NULL,
+								  false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not update %s", t->relname);
 		apply_check(m, "UPDATE", m->nactions[1]);
 	}
 	if (m->nactions[2] > 0)
 	{
+		UpdateSource src;
+
 		/* A tombstone keeps the row's last payload; only its state moves. */
-		sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = true, %s = w.h FROM %s AS w"
-					   " WHERE w.a OPERATOR(pg_catalog.=) 'D'%s AND t.%s OPERATOR(pg_catalog.<) w.v",
+		update_source(m, tmp, ACTION_DELETE, &src);
+		sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = true, %s = w.h FROM %s"
+					   " WHERE %s%s AND t.%s OPERATOR(pg_catalog.<) w.v",
 					   t->qualname, quote_identifier(t->version.name),
 					   quote_identifier(t->deleted.name), quote_identifier(t->hash.name),
-					   tmp, keymatch.data, quote_identifier(t->version.name));
-		if (SPI_execute(sql, false, 0) != SPI_OK_UPDATE)
+					   src.from, src.filter, keymatch.data, quote_identifier(t->version.name));
+		if (SPI_execute_with_args(sql, src.nparams, src.types, src.values, NULL,
+								  false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not update %s", t->relname);
 		apply_check(m, "tombstone UPDATE", m->nactions[2]);
 	}

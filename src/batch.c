@@ -26,6 +26,8 @@
 #include "utils/tuplestore.h"
 
 #include "args.h"
+#include "citus.h"
+#include "citus_load.h"
 #include "loader.h"
 #include "progress.h"
 #include "rules.h"
@@ -254,6 +256,7 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	receipt_check_objects(b);
+	citus_check_batch(b->target, b->staged, b->batch_id);	/* citus.c */
 	b->rules = batch_rules_load(b->target, b->staged);	/* rules_attach.c */
 	{
 		int64		total = 0;

@@ -65,8 +65,9 @@ direct_allowed(TargetInfo *t)
 	Relation	rel;
 	bool		ok;
 
+	/* A Citus table's rows are in its shards, reached only through SQL. */
 	if (reconcile_write_path == WRITE_PATH_GENERAL || t->partitioned ||
-		IsolationUsesXactSnapshot())
+		t->citus_kind != 0 || IsolationUsesXactSnapshot())
 		return false;
 	rel = table_open(t->relid, NoLock);
 	ok = rel->trigdesc == NULL && !rel->rd_rel->relhasrules &&

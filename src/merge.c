@@ -35,6 +35,8 @@
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 
+#include "citus.h"
+#include "citus_load.h"
 #include "loader.h"
 #include "payload.h"
 #include "probe.h"
@@ -460,7 +462,17 @@ merge_batch(BatchState *b)
 	 * latest snapshot turns that into a serialization failure instead of a
 	 * unique violation.
 	 */
-	if (IsolationUsesXactSnapshot())
+	if (m.t->citus_kind != CITUS_NONE)
+	{
+		/*
+		 * The coordinator's shell holds none of the target's rows: probe a
+		 * copy of the rows this batch may touch, read through Citus in this
+		 * transaction under the target's lock (citus.c).
+		 */
+		m.probe = probe_open(citus_probe_copy(m.t, b->staged, b->batch_id),
+							 GetLatestSnapshot(), true);
+	}
+	else if (IsolationUsesXactSnapshot())
 	{
 		m.probe = probe_open(m.t, GetTransactionSnapshot(), true);
 		m.latest = probe_open(m.t, GetLatestSnapshot(), false);

@@ -40,6 +40,7 @@
 #include "utils/snapmgr.h"
 
 #include "args.h"
+#include "citus.h"
 #include "payload.h"
 #include "probe.h"
 #include "sha256.h"
@@ -304,6 +305,20 @@ reconcile_resolve(PG_FUNCTION_ARGS)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	t = target_load(relid);
 	keytext = JsonbToCString(NULL, &key->root, VARSIZE(key));
+
+	/*
+	 * The probe below reads the target's own heap, which for a table Citus
+	 * manages is the coordinator's shell (citus_load.c reads such targets
+	 * through Citus for batches only).
+	 */
+	if (t->citus_kind != CITUS_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("reconcile_resolve does not support table \"%s\", %s",
+						t->relname, citus_kind_name(t->citus_kind)),
+				 errdetail("Key %s of batch %s stays held back in reconcile.conflicts.",
+						   keytext, text_to_cstring(batch_id)),
+				 errhint("Load the payload you choose with a new batch at a higher version.")));
 
 	if (read_resolution(relid, batch_id, key, values, &stored_hash))
 	{

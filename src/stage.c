@@ -41,6 +41,7 @@
 #include "utils/sharedtuplestore.h"
 #include "utils/snapmgr.h"
 
+#include "citus.h"
 #include "loader.h"
 #include "payload.h"
 #include "progress.h"
@@ -926,8 +927,10 @@ stage_parallel_workers(BatchState *b, Relation srel, StageReader *r, BlockNumber
 		IsInParallelMode() || !IsUnderPostmaster ||
 		srel->rd_rel->relkind != RELKIND_RELATION ||
 		srel->rd_rel->relam != HEAP_TABLE_AM_OID ||
-		srel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
-		return 0;
+		srel->rd_rel->relpersistence == RELPERSISTENCE_TEMP ||
+		b->target->citus_kind != CITUS_NONE ||
+		citus_table_kind(RelationGetRelid(srel), NULL, NULL) != CITUS_NONE)
+		return 0;				/* a Citus shell's blocks are not its rows */
 	for (int i = 0; i < r->ncols; i++)
 		if (r->cols[i].convert && !r->cols[i].tcol->catch_directly)
 			return 0;

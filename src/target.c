@@ -39,6 +39,7 @@
 #include "utils/syscache.h"
 
 #include "args.h"
+#include "citus.h"
 #include "target.h"
 #include "state.h"
 
@@ -392,6 +393,8 @@ resolve_target(Oid relid, char **keys, int nkeys, const char *version,
 	t->relname = pstrdup(RelationGetRelationName(rel));
 	t->qualname = relation_quoted_name(rel);
 	t->partitioned = (kind == RELKIND_PARTITIONED_TABLE);
+	t->citus_kind = citus_table_kind(relid, NULL, NULL);
+	citus_check_target(relid, t->relname, t->partitioned, t->citus_kind);
 	t->abort_on_conflict = (strcmp(policy, "abort") == 0);
 	load_options_init(&t->options);
 
@@ -663,6 +666,7 @@ target_serialize(TargetInfo *t, StringInfo buf)
 	appendBinaryStringInfo(buf, t->relname, strlen(t->relname) + 1);
 	appendBinaryStringInfo(buf, t->qualname, strlen(t->qualname) + 1);
 	SERIALIZE(buf, t->partitioned);
+	SERIALIZE(buf, t->citus_kind);
 	SERIALIZE(buf, t->abort_on_conflict);
 	SERIALIZE(buf, t->payload_names_objects);
 	SERIALIZE(buf, t->key_index);
@@ -717,6 +721,7 @@ target_deserialize(const char *p)
 	t->relname = pstrdup(read_string(&p));
 	t->qualname = pstrdup(read_string(&p));
 	DESERIALIZE(p, t->partitioned);
+	DESERIALIZE(p, t->citus_kind);
 	DESERIALIZE(p, t->abort_on_conflict);
 	DESERIALIZE(p, t->payload_names_objects);
 	DESERIALIZE(p, t->key_index);

@@ -35,6 +35,7 @@ typedef struct TargetInfo
 	char	   *qualname;		/* quoted schema.table, for SQL */
 	bool		partitioned;
 	bool		abort_on_conflict;
+	int			citus_kind;		/* a CitusKind (citus.h): 0 unless Citus manages it */
 
 	int			nkeys;
 	TargetColumn *keys;

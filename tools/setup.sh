@@ -34,6 +34,38 @@ install_packages() {
 	apt-get install -y -q "${missing[@]}"
 }
 
+# Citus, for test/t/050_citus.pl: built once per machine by the shared
+# script (idempotent: it returns at once when this PostgreSQL has it).  The
+# shared folder is RECONCILE_SHARED_DIR, else shared/ beside the project
+# (../shared), else beside the main checkout of a git worktree.  Without it
+# the Citus test skips; RECONCILE_SKIP_CITUS=1 skips the build.
+find_shared_dir() {
+	local common d
+	for d in "${RECONCILE_SHARED_DIR:-}" "$RECONCILE_ROOT/../shared"; do
+		[ -n "$d" ] && [ -f "$d/deps/citus/build.sh" ] && { (cd "$d" && pwd); return; }
+	done
+	common=$(git -C "$RECONCILE_ROOT" rev-parse --path-format=absolute --git-common-dir 2>/dev/null) || return 0
+	d=$(dirname "$common")/../shared
+	[ -f "$d/deps/citus/build.sh" ] && (cd "$d" && pwd)
+	return 0
+}
+
+install_citus() {
+	local shared
+	if [ -n "${RECONCILE_SKIP_CITUS:-}" ]; then
+		log "citus: skipped (RECONCILE_SKIP_CITUS is set)"
+		return
+	fi
+	shared=$(find_shared_dir)
+	if [ -z "$shared" ]; then
+		warn "citus: no shared/deps/citus/build.sh found (set RECONCILE_SHARED_DIR);" \
+			"the Citus test will skip"
+		return
+	fi
+	log "citus: $shared/deps/citus/build.sh (once per machine)"
+	PG_CONFIG="$PG_BINDIR/pg_config" bash "$shared/deps/citus/build.sh"
+}
+
 build_and_install() {
 	log "building and installing the extension (make && make install)"
 	make -C "$RECONCILE_ROOT" PG_CONFIG="$PG_BINDIR/pg_config"
@@ -111,6 +143,7 @@ start_cluster() {
 main() {
 	require_root
 	install_packages
+	install_citus
 	build_and_install
 	cd /  # the postgres user may not be able to enter the project folder
 	set_cluster_paths

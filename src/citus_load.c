@@ -1,0 +1,248 @@
+/*
+ * citus_load.c
+ *		A batch into a target that Citus manages (see citus.c for how a
+ *		batch runs there): the checks it needs before it writes, and the
+ *		copy of the target rows its merge probes, read through Citus.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_opclass.h"
+#include "catalog/pg_operator.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "citus.h"
+#include "citus_load.h"
+#include "state.h"
+
+/* A relation's schema-qualified, quoted name, for SQL text and hints. */
+static char *
+qualified_name(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/*
+ * What a batch into a Citus target needs, checked before anything is
+ * written.  A hash-distributed target takes a staged relation distributed
+ * by the same column and co-located with it, so that the rows the merge
+ * needs are read shard by shard on the workers.  A reference target is
+ * updated from one array per column (apply.c), which a column whose type
+ * has no array type (an array, for one) cannot be passed in.
+ */
+void
+citus_check_batch(TargetInfo *t, Oid staged, const char *batch_id)
+{
+	char	   *tcol,
+			   *scol;
+	int32		tcoloc,
+				scoloc;
+	CitusKind	skind;
+
+	if (t->citus_kind == CITUS_REFERENCE)
+	{
+		for (int i = 0; i < t->nkeys + t->npayload; i++)
+		{
+			TargetColumn *c = i < t->nkeys ? &t->keys[i] : &t->payload[i - t->nkeys];
+
+			if (!OidIsValid(get_array_type(c->typid)))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("column \"%s\" of reference table \"%s\" is of type %s, which reconcile cannot load into a reference table",
+								c->name, t->relname, format_type_be(c->typid)),
+						 errdetail("Batch %s would update the reference table from one array per column, and type %s has no array type.",
+								   batch_id, format_type_be(c->typid)),
+						 errhint("Leave the column out of payload_columns, or load a hash-distributed table.")));
+		}
+		return;
+	}
+	if (t->citus_kind != CITUS_DISTRIBUTED)
+		return;
+	(void) citus_table_kind(t->relid, &tcol, &tcoloc);
+	skind = citus_table_kind(staged, &scol, &scoloc);
+	if (skind == CITUS_DISTRIBUTED && tcoloc == scoloc && tcol != NULL &&
+		scol != NULL && strcmp(tcol, scol) == 0)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("staged relation \"%s\" of batch %s is not co-located with its distributed target \"%s\"",
+					relation_display_name(staged), batch_id, t->relname),
+			 errdetail("Table \"%s\" is hash-distributed by column \"%s\"; the staged relation is %s%s%s%s. reconcile_batch reads each shard of the target together with the staged rows of the same shard, on the worker that holds them.",
+					   t->relname, tcol ? tcol : "?", citus_kind_name(skind),
+					   scol ? " distributed by column \"" : "",
+					   scol ? scol : "", scol ? "\"" : ""),
+			 errhint("Distribute the staged relation by the same column, co-located with the target, before the batch: SELECT create_distributed_table('%s', '%s', colocate_with => '%s');",
+					 qualified_name(staged), tcol ? tcol : "?", t->qualname)));
+}
+
+static char *
+quoted_opclass(Oid opclass)
+{
+	HeapTuple	tup = SearchSysCache1(CLAOID, ObjectIdGetDatum(opclass));
+	Form_pg_opclass opc;
+	char	   *out;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator class %u", opclass);
+	opc = (Form_pg_opclass) GETSTRUCT(tup);
+	out = quote_qualified_identifier(get_namespace_name(opc->opcnamespace),
+									 NameStr(opc->opcname));
+	ReleaseSysCache(tup);
+	return out;
+}
+
+static char *
+quoted_collation(Oid collid)
+{
+	HeapTuple	tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(collid));
+	Form_pg_collation coll;
+	char	   *out;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for collation %u", collid);
+	coll = (Form_pg_collation) GETSTRUCT(tup);
+	out = quote_qualified_identifier(get_namespace_name(coll->collnamespace),
+									 NameStr(coll->collname));
+	ReleaseSysCache(tup);
+	return out;
+}
+
+static char *
+quoted_operator(Oid opno)
+{
+	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
+	Form_pg_operator op;
+	char	   *out;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator %u", opno);
+	op = (Form_pg_operator) GETSTRUCT(tup);
+	out = psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(op->oprnamespace)),
+				   NameStr(op->oprname));
+	ReleaseSysCache(tup);
+	return out;
+}
+
+static void
+append_column_type(StringInfo sql, TargetColumn *c)
+{
+	appendStringInfo(sql, "%s %s", quote_identifier(c->name),
+					 format_type_extended(c->typid, c->typmod,
+										  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+	if (OidIsValid(c->collation))
+		appendStringInfo(sql, " COLLATE %s", quoted_collation(c->collation));
+}
+
+/*
+ * The key, version, hash and payload of the target rows the batch may touch, read
+ * through Citus into a temporary table with a unique index like the
+ * target's key index (same operator classes and collations), and the
+ * TargetInfo that makes probe.c read it instead of the target.  For a
+ * hash-distributed target only the rows whose distribution column appears
+ * in the co-located staged relation: Citus runs that semi-join on each
+ * shard group in parallel.  For the other kinds, whose rows are on one
+ * node each, every row.  Run after the target is locked, in the batch's
+ * transaction: the copy is what the target holds for this batch.
+ */
+TargetInfo *
+citus_probe_copy(TargetInfo *t, Oid staged, const char *batch_id)
+{
+	TargetInfo *copy = palloc(sizeof(TargetInfo));
+	char	   *name = psprintf("reconcile_probe_%.16s", batch_id);
+	char	   *qual = psprintf("pg_temp.%s", quote_identifier(name));
+	char	   *distcol = NULL;
+	StringInfoData sql,
+				cols;
+	HeapTuple	indtup;
+	oidvector  *indclass;
+	bool		isnull;
+	Oid			relid;
+
+	initStringInfo(&sql);
+	initStringInfo(&cols);
+	appendStringInfo(&sql, "CREATE TEMPORARY TABLE %s (", qual);
+	for (int i = 0; i < t->nkeys; i++)
+	{
+		append_column_type(&sql, &t->keys[i]);
+		appendStringInfoString(&sql, " NOT NULL, ");
+		appendStringInfo(&cols, "t.%s, ", quote_identifier(t->keys[i].name));
+	}
+	append_column_type(&sql, &t->version);
+	appendStringInfoString(&sql, ", ");
+	append_column_type(&sql, &t->hash);
+	appendStringInfo(&cols, "t.%s, t.%s", quote_identifier(t->version.name),
+					 quote_identifier(t->hash.name));
+	/* The payload too: a conflict against the target keeps the target's. */
+	for (int i = 0; i < t->npayload; i++)
+	{
+		appendStringInfoString(&sql, ", ");
+		append_column_type(&sql, &t->payload[i]);
+		appendStringInfo(&cols, ", t.%s", quote_identifier(t->payload[i].name));
+	}
+	appendStringInfoString(&sql, ") ON COMMIT DROP");
+	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not create %s", qual);
+
+	/* The index the probe reads: the target key index's semantics. */
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE UNIQUE INDEX %s ON %s (",
+					 quote_identifier(psprintf("%s_key", name)), qual);
+	indtup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(t->key_index));
+	if (!HeapTupleIsValid(indtup))
+		elog(ERROR, "cache lookup failed for index %u", t->key_index);
+	indclass = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, indtup,
+															 Anum_pg_index_indclass, &isnull));
+	for (int i = 0; i < t->nkeys; i++)
+	{
+		appendStringInfo(&sql, "%s%s", i ? ", " : "", quote_identifier(t->keys[i].name));
+		if (OidIsValid(t->key_collations[i]))
+			appendStringInfo(&sql, " COLLATE %s", quoted_collation(t->key_collations[i]));
+		appendStringInfo(&sql, " %s", quoted_opclass(indclass->values[i]));
+	}
+	ReleaseSysCache(indtup);
+	appendStringInfoChar(&sql, ')');
+	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not create the index of %s", qual);
+
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "INSERT INTO %s SELECT %s FROM %s AS t", qual, cols.data, t->qualname);
+	if (t->citus_kind == CITUS_DISTRIBUTED)
+	{
+		int			k;
+
+		(void) citus_table_kind(t->relid, &distcol, NULL);
+		for (k = 0; k < t->nkeys; k++)
+			if (distcol && strcmp(t->keys[k].name, distcol) == 0)
+				break;
+		if (k == t->nkeys)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("distribution column of table \"%s\" is not one of its key columns",
+							t->relname),
+					 errdetail("reconcile keeps one row per key, which Citus can enforce only with a unique index that includes the distribution column.")));
+		appendStringInfo(&sql, " WHERE EXISTS (SELECT 1 FROM %s AS s WHERE s.%s %s t.%s)",
+						 qualified_name(staged),
+						 quote_identifier(distcol), quoted_operator(t->key_eq_ops[k]),
+						 quote_identifier(distcol));
+	}
+	if (SPI_execute(sql.data, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not read the rows of table \"%s\"", t->relname);
+
+	relid = get_relname_relid(name, LookupExplicitNamespace("pg_temp", false));
+	if (!OidIsValid(relid))
+		elog(ERROR, "could not find %s", qual);
+	*copy = *t;
+	copy->relid = relid;
+	copy->key_index = get_relname_relid(psprintf("%s_key", name),
+										LookupExplicitNamespace("pg_temp", false));
+	copy->partitioned = false;
+	copy->citus_kind = CITUS_NONE;
+	return copy;
+}

@@ -1,0 +1,469 @@
+# reconcile on a Citus cluster: a coordinator and two workers started here.
+# Every loader scenario (dispositions, tombstones, rejects, replay, rules,
+# conflicts under both policies) gives the same receipts, rejects,
+# conflicts, cursors and final target on a hash-distributed, a
+# single-shard, a reference and a Citus local table as on a plain table;
+# a composite key distributed by one of its columns, a table distributed
+# after it was loaded and a batch under REPEATABLE READ load as on one
+# server; the kinds reconcile does not load are refused before anything
+# is written; the diff of a co-located pair equals the plain diff; and a
+# worker killed with kill -9 during a batch leaves nothing of it on any
+# node, after which the retry commits once.
+#
+# Skipped when Citus is not installed in this PostgreSQL (tools/setup.sh
+# builds it with the shared script, see docs/citus.md).
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $pkglibdir = `pg_config --pkglibdir`;
+chomp $pkglibdir;
+plan skip_all =>
+  "Citus is not installed in this PostgreSQL ($pkglibdir/citus.so is missing; tools/setup.sh builds it, see docs/citus.md)"
+  unless -f "$pkglibdir/citus.so";
+
+# Nodes talk over loopback TCP; trust authentication comes from initdb.
+my @nodes;
+for my $name ('coordinator', 'worker1', 'worker2')
+{
+	my $n = PostgreSQL::Test::Cluster->new($name);
+	$n->init;
+	$n->append_conf(
+		'postgresql.conf', qq{
+shared_preload_libraries = 'citus'
+listen_addresses = '127.0.0.1'
+max_prepared_transactions = 20
+citus.node_conninfo = 'sslmode=disable'
+restart_after_crash = on
+});
+	$n->start;
+	$n->safe_psql('postgres', 'CREATE EXTENSION citus');
+	push @nodes, $n;
+}
+my ($coord, $w1, $w2) = @nodes;
+$coord->safe_psql('postgres',
+	"SELECT citus_set_coordinator_host('127.0.0.1', " . $coord->port . ")");
+$coord->safe_psql('postgres', "SELECT citus_add_node('127.0.0.1', " . $_->port . ")")
+  for ($w1, $w2);
+
+# reconcile runs on the coordinator only; Citus propagates CREATE EXTENSION
+# to the workers, so the files must be installed on every node.
+$coord->safe_psql('postgres', 'CREATE EXTENSION reconcile');
+is($w1->safe_psql('postgres', "SELECT count(*) FROM pg_extension WHERE extname = 'reconcile'"),
+	'1', 'CREATE EXTENSION reconcile is propagated to the workers');
+
+# ---- the loader scenarios, once per kind of target ----
+
+# How each kind makes its target and staged relation Citus tables.
+my %distribute = (
+	plain => '',
+	distributed => q{
+SELECT create_distributed_table('cust', 'id');
+SELECT create_distributed_table('stage', 'id', colocate_with => 'cust');},
+	single_shard => q{SELECT create_distributed_table('cust', NULL);},
+	reference => q{SELECT create_reference_table('cust');},
+	citus_local => q{SELECT citus_add_local_table_to_metadata('cust');},);
+
+my $rowcount = 0;
+
+# One batch: truncate the staged relation, stage the rows of each object,
+# and show the receipt (its columns that do not vary from run to run).
+sub batch
+{
+	my ($objects, $pos) = @_;
+	my (@manifest, @values);
+	for my $o (@$objects)
+	{
+		my ($key, $version_id, @rows) = @$o;
+		push @manifest,
+		  qq[{"object_key":"$key","version_id":"$version_id","content_hash":"h-$key","rows":]
+		  . scalar(@rows) . '}';
+		my $n = 0;
+		push @values, "('$key', " . ++$n . ", $_)" for @rows;
+	}
+	my $manifest = '[' . join(',', @manifest) . ']';
+	my $sql = "TRUNCATE stage;\n";
+	$sql .= "INSERT INTO stage VALUES " . join(",\n  ", @values) . ";\n" if @values;
+	$sql .= "SELECT 'receipt', status, staged_rows, inserted, updated, deleted, unchanged, stale, duplicates, conflicts, rejected"
+	  . " FROM reconcile_batch('cust', 'stage', '$manifest', current_schema() || '-feed', '$pos');\n";
+	return $sql;
+}
+
+# Staged rows: operation, id, version, name, age.
+my $scenario =
+  # Inserts, an exact duplicate and a reject (a malformed version).
+  batch(
+	[
+		[
+			'o1', '1',
+			"'UPSERT', 'C1', '1', 'Ana', 30",
+			"'UPSERT', 'C2', '1', 'Bo', 40",
+			"'UPSERT', 'C2', '1', 'Bo', 40",
+			"'UPSERT', 'C3', '1', 'Cy', 17",
+			"'UPSERT', 'C4', '1', 'Di', 50",
+			"'UPSERT', 'C5', '1', 'Ed', 60",
+			"'UPSERT', 'C6', '1', 'Fa', 70",
+			"'UPSERT', 'C7', 'v?', 'Gu', 80"
+		]
+	],
+	'o1@1')
+  # Two objects: an update, an unchanged row, a stale row, a tombstone, a
+  # new tombstone, a new key, and a conflict held back (quarantine).
+  . batch(
+	[
+		[
+			'o2', '1',
+			"'UPSERT', 'C1', '2', 'Ana Lee', 31",
+			"'UPSERT', 'C2', '1', 'Bo', 40",
+			"'UPSERT', 'C3', '0', 'Old', 1",
+			"'DELETE', 'C4', '2', NULL, NULL",
+			"'DELETE', 'C9', '1', NULL, NULL",
+			"'UPSERT', 'C5', '2', 'X', 1"
+		],
+		[ 'o3', '1', "'UPSERT', 'C8', '1', 'He', 20", "'UPSERT', 'C5', '2', 'Y', 1" ]
+	],
+	'o3@1')
+  # The same manifest again: the stored receipt, nothing written.
+  . batch(
+	[
+		[
+			'o2', '1',
+			"'UPSERT', 'C1', '2', 'Ana Lee', 31",
+			"'UPSERT', 'C2', '1', 'Bo', 40",
+			"'UPSERT', 'C3', '0', 'Old', 1",
+			"'DELETE', 'C4', '2', NULL, NULL",
+			"'DELETE', 'C9', '1', NULL, NULL",
+			"'UPSERT', 'C5', '2', 'X', 1"
+		],
+		[ 'o3', '1', "'UPSERT', 'C8', '1', 'He', 20", "'UPSERT', 'C5', '2', 'Y', 1" ]
+	],
+	'o3@1')
+  # Rules: a row without a name is dropped, a minor is a warning.
+  . q{SELECT reconcile_set_rules('cust', '{"drop": {"has_name": "name IS NOT NULL"}, "warn": {"adult": "age >= 18"}}');
+}
+  . batch(
+	[
+		[
+			'o4', '1',
+			"'UPSERT', 'C10', '1', NULL, 20",
+			"'UPSERT', 'C11', '1', 'Io', 10",
+			"'UPSERT', 'C1', '3', 'Ana Lee-Park', 32"
+		]
+	],
+	'o4@1')
+  # Under 'abort' a conflict fails the batch, and nothing is written.
+  . q{SELECT reconcile_register('cust', '{id}', 'version', 'is_deleted', 'h', 'abort');
+}
+  . batch([ [ 'o5', '1', "'UPSERT', 'C6', '5', 'P', 1", "'UPSERT', 'C6', '5', 'Q', 1" ] ],
+	'o5@1')
+  . batch([ [ 'o6', '1', "'UPSERT', 'C6', '5', 'P', 1" ] ], 'o6@1')
+  # The same version as the target's with another payload.
+  . batch([ [ 'o7', '1', "'UPSERT', 'C1', '3', 'Someone else', 1" ] ], 'o7@1')
+  . q{SELECT reconcile_register('cust', '{id}', 'version', 'is_deleted', 'h', 'quarantine');
+}
+  . batch([ [ 'o8', '1', "'UPSERT', 'C1', '3', 'Someone else', 1" ] ], 'o8@1')
+  # What the target and the state tables hold at the end.
+  . q{SELECT 'row', id, name, age, version, is_deleted, encode(h, 'hex') FROM cust ORDER BY id;
+SELECT 'receipts', inserted, updated, deleted, unchanged, stale, duplicates, conflicts, rejected,
+       checksum, objects, warnings, "cursor"
+  FROM reconcile.receipts WHERE target = 'cust'::regclass ORDER BY committed_at, batch_id;
+SELECT 'rejects', batch_id, object_key, source_row, column_name, raw_value, reason
+  FROM reconcile.rejects WHERE target = 'cust'::regclass ORDER BY batch_id, object_key, source_row, column_name;
+SELECT 'conflicts', batch_id, key, version, object_key, source_row, encode(staged_hash, 'hex'), encode(existing_hash, 'hex')
+  FROM reconcile.conflicts WHERE target = 'cust'::regclass ORDER BY batch_id, object_key, source_row;
+SELECT 'cursor', position, batch_id FROM reconcile.cursors WHERE target = 'cust'::regclass;
+};
+
+sub run_kind
+{
+	my ($kind) = @_;
+	$coord->safe_psql(
+		'postgres', qq{
+CREATE SCHEMA $kind;
+SET search_path = $kind, public;
+CREATE TABLE cust (id text PRIMARY KEY, name text, age int, version bigint NOT NULL,
+                   is_deleted boolean NOT NULL DEFAULT false, h bytea);
+CREATE TABLE stage (object_key text, source_row bigint, operation text, id text,
+                    version text, name text, age int);
+$distribute{$kind}
+SELECT reconcile_register('cust', '{id}', 'version', 'is_deleted', 'h');
+});
+	my ($ret, $out, $err) = $coord->psql(
+		'postgres',
+		"SET search_path = $kind, public;\n$scenario",
+		on_error_stop => 0,
+		extra_params => [ '-A', '-t', '-F', '|' ]);
+	$err =~ s/^psql:<stdin>:\d+: //mg;
+	return "$out\n--- errors ---\n$err";
+}
+
+my $plain = run_kind('plain');
+like($plain, qr/^receipt\|replayed\|/m, 'plain: the replay returns the stored receipt');
+like($plain, qr/ERROR:  batch \w+ has 2 conflicting rows for table "cust"/,
+	'plain: a conflict under abort fails the batch');
+like($plain, qr/^rejects\|/m,   'plain: a reject is recorded');
+like($plain, qr/^conflicts\|/m, 'plain: conflicts are recorded under quarantine');
+like($plain, qr/^row\|C9\|\|\|1\|t\|/m, 'plain: a new tombstone');
+
+for my $kind ('distributed', 'single_shard', 'reference', 'citus_local')
+{
+	my $got = run_kind($kind);
+	is($got, $plain,
+		"$kind: the same receipts, rejects, conflicts, cursor and target as a plain table");
+}
+
+# A key held back by a batch (o8) is resolved on a plain table; a Citus
+# table refuses reconcile_resolve, whose probe would read the shell, before
+# anything is decided.
+my $resolve = q{SELECT r.outcome FROM reconcile.conflicts c,
+       reconcile_resolve('cust', c.batch_id, c.key, c.staged_hash) AS r
+ WHERE c.target = 'cust'::regclass AND c.object_key = 'o8' LIMIT 1};
+is($coord->safe_psql('postgres', "SET search_path = plain, public; $resolve"),
+	'updated', 'plain: the held key is resolved');
+for my $kind ('distributed', 'reference')
+{
+	my ($ret, $out, $err) =
+	  $coord->psql('postgres', "SET search_path = $kind, public; $resolve");
+	like($err, qr/reconcile_resolve does not support table "cust", a [\w -]+ table/,
+		"$kind: reconcile_resolve is refused");
+	is($coord->safe_psql('postgres', "SELECT count(*) FROM reconcile.resolutions WHERE target = '$kind.cust'::regclass"),
+		'0', "$kind: nothing is decided");
+}
+
+# The rows are in the shards, read through Citus, not in the shell table.
+is($coord->safe_psql('postgres', 'SELECT count(*) FROM distributed.cust'),
+	$coord->safe_psql('postgres', 'SELECT count(*) FROM plain.cust'),
+	'distributed: every row is in the shards');
+is( $w1->safe_psql('postgres',
+		"SET citus.show_shards_for_app_name_prefixes = '*'; SELECT count(*) > 0 FROM pg_class WHERE relname ~ '^cust_[0-9]+\$' AND relkind = 'r'"),
+	't',
+	'distributed: worker 1 holds shards of the target');
+
+# ---- a composite key, and a table distributed after it was loaded ----
+
+# Distributed by one of two key columns: the probe's semi-join on the
+# distribution column finds every row of the batch's keys.
+my $composite = q{
+CREATE TABLE orders (region text, order_no int, item text, v bigint NOT NULL,
+                     d boolean NOT NULL DEFAULT false, h bytea, PRIMARY KEY (region, order_no));
+CREATE TABLE orders_stage (object_key text, source_row bigint, operation text, region text,
+                           order_no int, v text, item text);
+%s
+SELECT reconcile_register('orders', '{region,order_no}', 'v', 'd', 'h');
+INSERT INTO orders_stage VALUES ('c1', 1, 'UPSERT', 'north', 1, '1', 'tea'),
+    ('c1', 2, 'UPSERT', 'north', 2, '1', 'milk'), ('c1', 3, 'UPSERT', 'south', 1, '1', 'rice');
+SELECT status, inserted, updated, unchanged FROM reconcile_batch('orders', 'orders_stage',
+    '[{"object_key":"c1","version_id":"1","content_hash":"h","rows":3}]');
+TRUNCATE orders_stage;
+INSERT INTO orders_stage VALUES ('c2', 1, 'UPSERT', 'north', 1, '2', 'green tea'),
+    ('c2', 2, 'UPSERT', 'north', 2, '1', 'milk'), ('c2', 3, 'UPSERT', 'north', 3, '1', 'bread'),
+    ('c2', 4, 'DELETE', 'south', 1, '2', NULL);
+SELECT status, inserted, updated, deleted, unchanged FROM reconcile_batch('orders', 'orders_stage',
+    '[{"object_key":"c2","version_id":"1","content_hash":"h","rows":4}]');
+SELECT region, order_no, item, v, d, encode(h, 'hex') FROM orders ORDER BY 1, 2;
+};
+my %orders;
+for my $kind ('plain', 'distributed')
+{
+	my $dist =
+	  $kind eq 'distributed'
+	  ? q{SELECT create_distributed_table('orders', 'region');
+          SELECT create_distributed_table('orders_stage', 'region', colocate_with => 'orders');}
+	  : '';
+	$orders{$kind} = $coord->safe_psql('postgres',
+		"SET search_path = $kind, public;\n" . sprintf($composite, $dist));
+	$orders{$kind} =~ s/^\n//mg;    # create_distributed_table's empty lines
+}
+like($orders{plain}, qr/^committed\|1\|1\|1\|1$/m, 'composite key, plain: the second batch');
+is($orders{distributed}, $orders{plain},
+	'composite key, distributed by one key column: the same receipts and rows as plain');
+
+# The issue's case: a loaded table distributed afterwards keeps its old
+# rows on disk in the coordinator's shell; the batch reads the shards.
+is( $coord->safe_psql(
+		'postgres', q{
+SET client_min_messages = warning;
+CREATE TABLE public.legacy (id text PRIMARY KEY, name text, version bigint NOT NULL,
+                            del boolean NOT NULL DEFAULT false, h bytea);
+CREATE TABLE public.legacy_stage (object_key text, source_row bigint, operation text,
+                                  id text, version text, name text);
+SELECT reconcile_register('public.legacy', '{id}', 'version', 'del', 'h');
+INSERT INTO public.legacy_stage VALUES ('l1', 1, 'UPSERT', 'A', '1', 'Ada'), ('l1', 2, 'UPSERT', 'B', '1', 'Bob');
+SELECT count(*) FROM reconcile_batch('public.legacy', 'public.legacy_stage',
+    '[{"object_key":"l1","version_id":"1","content_hash":"h","rows":2}]');
+SELECT create_distributed_table('public.legacy', 'id');
+TRUNCATE public.legacy_stage;
+SELECT create_distributed_table('public.legacy_stage', 'id', colocate_with => 'public.legacy');
+INSERT INTO public.legacy_stage VALUES ('l2', 1, 'UPSERT', 'A', '2', 'Ada L'), ('l2', 2, 'UPSERT', 'B', '1', 'Bob'),
+    ('l2', 3, 'UPSERT', 'C', '1', 'Cy');
+SELECT status, inserted, updated, unchanged FROM reconcile_batch('public.legacy', 'public.legacy_stage',
+    '[{"object_key":"l2","version_id":"1","content_hash":"h","rows":3}]');
+SELECT string_agg(id || '=' || name || '/' || version, ' ' ORDER BY id) FROM public.legacy;
+}),
+	"\n1\n\n\ncommitted|1|1|1\nA=Ada L/2 B=Bob/1 C=Cy/1",    # void results print empty lines
+	'a table distributed after it was loaded: the keys in its shards are found');
+
+# ---- refusals, before anything is written ----
+
+sub refused
+{
+	my ($sql, $pattern, $what) = @_;
+	my $receipts = $coord->safe_psql('postgres', 'SELECT count(*) FROM reconcile.receipts');
+	my ($ret, $out, $err) = $coord->psql('postgres', $sql);
+	isnt($ret, 0, "$what: refused");
+	like($err, $pattern, "$what: the error says why and how");
+	is($coord->safe_psql('postgres', 'SELECT count(*) FROM reconcile.receipts'),
+		$receipts, "$what: nothing written");
+}
+
+my $one = q{'[{"object_key":"r1","version_id":"1","content_hash":"h","rows":1}]'};
+$coord->safe_psql(
+	'postgres', q{
+CREATE TABLE distributed.stage_local (object_key text, source_row bigint, operation text, id text,
+                                      version text, name text, age int);
+INSERT INTO distributed.stage_local VALUES ('r1', 1, 'UPSERT', 'C1', '9', 'Z', 1);
+CREATE TABLE distributed.stage_apart (LIKE distributed.stage_local);
+SELECT create_distributed_table('distributed.stage_apart', 'id', colocate_with => 'none');
+INSERT INTO distributed.stage_apart SELECT * FROM distributed.stage_local;
+CREATE TABLE distributed.stage_ref (LIKE distributed.stage_local);
+SELECT create_reference_table('distributed.stage_ref');
+INSERT INTO distributed.stage_ref SELECT * FROM distributed.stage_local;
+});
+refused(
+	"SELECT * FROM reconcile_batch('distributed.cust', 'distributed.stage_local', $one)",
+	qr/staged relation "stage_local" of batch \w+ is not co-located with its distributed target "cust".*\n.*not a Citus table.*\n.*HINT:  Distribute the staged relation .*create_distributed_table\('distributed.stage_local', 'id', colocate_with => 'distributed.cust'\)/,
+	'a local staged relation into a distributed target');
+refused(
+	"SELECT * FROM reconcile_batch('distributed.cust', 'distributed.stage_apart', $one)",
+	qr/is not co-located with its distributed target "cust"/,
+	'a staged relation distributed apart from its target');
+refused(
+	"SELECT * FROM reconcile_batch('distributed.cust', 'distributed.stage_ref', $one)",
+	qr/the staged relation is a reference table/,
+	'a reference table staged into a distributed target');
+refused(
+	q{CREATE TABLE distributed.appended (id text PRIMARY KEY, version bigint NOT NULL, d boolean NOT NULL, h bytea);
+      SELECT create_distributed_table('distributed.appended', 'id', 'append');
+      SELECT reconcile_register('distributed.appended', '{id}', 'version', 'd', 'h');},
+	qr/table "appended" is an append-distributed table, which reconcile cannot load/,
+	'registering an append-distributed table');
+
+# ---- the diff of a co-located pair equals the plain diff ----
+
+my $diff_setup = q{
+CREATE TABLE src AS SELECT id, name, age FROM cust WHERE NOT is_deleted;
+%s
+UPDATE src SET name = 'changed' WHERE id = 'C2';
+DELETE FROM src WHERE id = 'C3';
+INSERT INTO src VALUES ('C99', 'new', 1);
+};
+my $diff_query = q{SELECT issue, key, columns, source_values, target_values
+  FROM reconcile_diff('src', 'cust', '{id}', '{"compare": ["name", "age"]}') ORDER BY key::text, issue;};
+my %diff;
+for my $kind ('plain', 'distributed')
+{
+	my $dist =
+	  $kind eq 'distributed'
+	  ? q{SELECT create_distributed_table('src', 'id', colocate_with => 'cust');}
+	  : '';
+	$coord->safe_psql('postgres',
+		"SET search_path = $kind, public;\n" . sprintf($diff_setup, $dist));
+	$diff{$kind} =
+	  $coord->safe_psql('postgres', "SET search_path = $kind, public;\n$diff_query");
+}
+like($diff{plain}, qr/C99/, 'plain diff: finds the extra source row');
+is($diff{distributed}, $diff{plain}, 'distributed diff: the same findings as the plain diff');
+
+# Under REPEATABLE READ too (the general path, as on one server).
+is( $coord->safe_psql(
+		'postgres', q{
+TRUNCATE distributed.stage;
+INSERT INTO distributed.stage VALUES ('rr', 1, 'UPSERT', 'C2', '7', 'Bo RR', 41), ('rr', 2, 'UPSERT', 'R1', '1', 'New RR', 42);
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT status, inserted, updated FROM reconcile_batch('distributed.cust', 'distributed.stage',
+    '[{"object_key":"rr","version_id":"1","content_hash":"h","rows":2}]');
+COMMIT;
+SELECT string_agg(id || '=' || name || '/' || version, ' ' ORDER BY id) FROM distributed.cust WHERE id IN ('C2', 'R1');
+}),
+	"committed|1|1\nC2=Bo RR/7 R1=New RR/1",
+	'distributed: a batch under REPEATABLE READ');
+
+# ---- a worker killed with kill -9 during a batch ----
+
+my $pause_key = "x'7265636f6e63696c'::bigint";
+my $big_manifest = q{'[{"object_key":"k1","version_id":"1","content_hash":"hk","rows":2006}]'};
+my $big_batch =
+  "SELECT status, inserted, updated FROM reconcile_batch('distributed.cust', 'distributed.stage', $big_manifest, 'kill-feed', 'k1\@1')";
+$coord->safe_psql(
+	'postgres', q{
+TRUNCATE distributed.stage;
+INSERT INTO distributed.stage
+SELECT 'k1', g, 'UPSERT', 'K' || g, '1', 'name ' || g, 20 FROM generate_series(1, 2000) g;
+INSERT INTO distributed.stage
+SELECT 'k1', 2000 + g, 'UPSERT', 'C' || g, '100', 'updated', 20 FROM generate_series(1, 6) g;
+});
+my $before = $coord->safe_psql('postgres',
+	'SELECT count(*), sum(version), count(*) FILTER (WHERE name = $$updated$$) FROM distributed.cust');
+
+my $holder = $coord->background_psql('postgres');
+$holder->query_safe("SELECT pg_advisory_lock($pause_key)");
+my $session = $coord->background_psql('postgres', on_error_stop => 0);
+my $pid = $session->query_safe('SELECT pg_backend_pid()');
+$session->query_safe("SET reconcile.pause_at = 'merged'");
+$session->{stdin} .= "$big_batch;\n";
+$session->{run}->pump_nb();
+$coord->poll_query_until('postgres',
+	"SELECT count(*) = 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND pid = $pid"
+) or die 'the batch did not reach its pause point';
+
+# The batch has written every shard and waits before its receipt: kill
+# worker 1, its postmaster and every backend, so none of them can answer
+# the coordinator's PREPARE TRANSACTION.
+my $w1_pid = $w1->{_pid};
+my @w1_children = split /\s+/, `pgrep -P $w1_pid`;
+kill 9, $w1_pid, @w1_children;
+$w1->{_pid} = undef;
+$holder->query_safe("SELECT pg_advisory_unlock($pause_key)");
+$holder->quit;
+$session->quit;
+like($session->{stderr}, qr/ERROR/, 'the batch whose worker died fails');
+
+# Its backends exit when they see the postmaster gone; then it restarts
+# and recovers.
+my $started = 0;
+for (1 .. 60)
+{
+	$w1->{_pid} = undef;
+	last if ($started = $w1->start(fail_ok => 1));
+	sleep 1;
+}
+ok($started, 'the killed worker restarts');
+$coord->safe_psql('postgres', 'SELECT recover_prepared_transactions()');
+is( $coord->safe_psql(
+		'postgres',
+		'SELECT count(*), sum(version), count(*) FILTER (WHERE name = $$updated$$) FROM distributed.cust'),
+	$before, 'after recovery the target holds none of the failed batch');
+is( $coord->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM reconcile.receipts WHERE \"cursor\" = 'k1\@1'"),
+	'0',
+	'after recovery no receipt of the failed batch');
+for my $n ($coord, $w1, $w2)
+{
+	is($n->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'),
+		'0', $n->name . ': no prepared transaction left');
+}
+is($coord->safe_psql('postgres', $big_batch), 'committed|2000|6', 'the retry commits');
+is($coord->safe_psql('postgres', $big_batch), 'replayed|2000|6', 'and only once');
+is( $coord->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM distributed.cust WHERE id LIKE 'K%'"),
+	'2000',
+	'the retry wrote every row once');
+is($coord->safe_psql('postgres', "SELECT count(*) FROM distributed.cust WHERE name = 'updated' AND version = 100"),
+	'6', 'the retry updated every row once');
+
+$_->stop for @nodes;
+done_testing();
