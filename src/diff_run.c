@@ -204,7 +204,7 @@ run_job(DiffJob *job, const char *runner, TupleDesc *rowdesc,
 	HeapTuple	row;
 	bool		isnull;
 
-	diff_execute(spec, ts, desc, &counts);
+	diff_compare(spec, ts, desc, &counts);
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(job->name);
