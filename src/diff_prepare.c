@@ -531,7 +531,7 @@ window_bound(DiffSpec *spec, JsonbValue *v, const char *which)
 static int
 opt_int(JsonbValue *v, const char *option, int min, int max)
 {
-	int64		n;
+	Datum		n;
 
 	if (v->type != jbvNumeric ||
 		!DatumGetBool(DirectFunctionCall2(numeric_eq, NumericGetDatum(v->val.numeric),
@@ -540,13 +540,16 @@ opt_int(JsonbValue *v, const char *option, int min, int max)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"%s\" must be a whole number from %d to %d", option, min, max)));
-	n = DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(v->val.numeric)));
-	if (n < min || n > max)
+	n = NumericGetDatum(v->val.numeric);
+	if (DatumGetBool(DirectFunctionCall2(numeric_lt, n,
+										 DirectFunctionCall1(int4_numeric, Int32GetDatum(min)))) ||
+		DatumGetBool(DirectFunctionCall2(numeric_gt, n,
+										 DirectFunctionCall1(int4_numeric, Int32GetDatum(max)))))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"%s\" must be a whole number from %d to %d", option, min, max),
-				 errdetail("It is " INT64_FORMAT ".", n)));
-	return (int) n;
+				 errdetail("It is %s.", DatumGetCString(DirectFunctionCall1(numeric_out, n)))));
+	return DatumGetInt32(DirectFunctionCall1(numeric_int4, n));
 }
 
 /* How a side on another server is compared (diff_remote.c). */
