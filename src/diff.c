@@ -595,12 +595,20 @@ append_key_filter(StringInfo sql, DiffSpec *spec, bool is_source, Oid *types,
 	const char *k1 = is_source ? spec->keys[0].sexpr : spec->keys[0].texpr;
 
 	appendStringInfoString(sql, *nparams > 0 ? " AND (" : " WHERE (");
-	types[*nparams] = get_array_type(spec->keys[0].typid);
-	values[(*nparams)++] = f->bounds;
-	types[*nparams] = INT4ARRAYOID;
-	values[(*nparams)++] = f->buckets;
-	appendStringInfo(sql, "pg_catalog.width_bucket(%s, $%d) OPERATOR(pg_catalog.=) ANY ($%d)",
-					 k1, *nparams - 1, *nparams);
+	types[*nparams] = get_array_type(spec->keys[0].basetype);
+	if (f->keys)
+	{
+		values[(*nparams)++] = f->keys;
+		appendStringInfo(sql, "%s OPERATOR(pg_catalog.=) ANY ($%d)", k1, *nparams);
+	}
+	else
+	{
+		values[(*nparams)++] = f->bounds;
+		types[*nparams] = INT4ARRAYOID;
+		values[(*nparams)++] = f->buckets;
+		appendStringInfo(sql, "pg_catalog.width_bucket(%s, $%d) OPERATOR(pg_catalog.=) ANY ($%d)",
+						 k1, *nparams - 1, *nparams);
+	}
 	if (f->nulls)
 		appendStringInfo(sql, " OR %s IS NULL", k1);
 	appendStringInfoChar(sql, ')');

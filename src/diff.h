@@ -41,12 +41,14 @@ typedef enum DiffRemoteMode
 
 /*
  * Rows whose first key column falls in the buckets width_bucket(key,
- * bounds) = ANY(buckets), plus those where it is NULL when nulls is set.
+ * bounds) = ANY(buckets), or (keys set) is one of keys; plus those where
+ * it is NULL when nulls is set.
  */
 typedef struct DiffKeyFilter
 {
 	Datum		bounds;			/* array of the first key column's type */
 	Datum		buckets;		/* int4[] */
+	Datum		keys;			/* array of the first key column's type, or 0 */
 	bool		nulls;
 } DiffKeyFilter;
 

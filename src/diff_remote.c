@@ -339,6 +339,24 @@ level_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p, int *ids)
 	return sql.data;
 }
 
+/* SELECT bucket, the keys and the row hashes of the given cell ranges. */
+static char *
+rows_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p, int *ids)
+{
+	StringInfoData from;
+	StringInfoData sql;
+	const char *conj;
+	int			pb;
+
+	initStringInfo(&from);
+	conj = append_from(&from, rd, s, p);
+	pb = append_ranges(&from, rd, s, r, nr, p, conj, ids);
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT pg_catalog.width_bucket(%s, $%d), pg_catalog.array_agg(%s),"
+					 " pg_catalog.array_agg(%s)%s GROUP BY 1", s->k1, pb, s->k1, s->hash, from.data);
+	return sql.data;
+}
+
 /* Keys duplicated or NULL in part: their first key column's values. */
 static char *
 special_sql(RemoteDiff *rd, RSide *s, Params *p)
@@ -720,6 +738,21 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch)
 	return nfetch;
 }
 
+static void
+add_counts(DiffSpec *spec, DiffCounts *counts, DiffCounts *fc)
+{
+	counts->rows_source += fc->rows_source;
+	counts->rows_target += fc->rows_target;
+	counts->matched += fc->matched;
+	counts->missing_in_target += fc->missing_in_target;
+	counts->extra_in_target += fc->extra_in_target;
+	counts->mismatched += fc->mismatched;
+	counts->duplicate_keys += fc->duplicate_keys;
+	counts->null_keys += fc->null_keys;
+	for (int i = 0; i < spec->ncols; i++)
+		counts->column_mismatches[i] += fc->column_mismatches[i];
+}
+
 static int
 cell_range_cmp(const void *a, const void *b)
 {
@@ -755,6 +788,7 @@ fetch_cells(RemoteDiff *rd, CellRange *cells, int ncells, Tuplestorestate *ts,
 	bounds = palloc(sizeof(Datum) * (2 * nm + 1));
 	ids = palloc(sizeof(int) * Max(nm, 1));
 	nb = range_bounds(rd, merged, nm, bounds, ids);
+	filter.keys = (Datum) 0;
 	filter.bounds = make_k1_array(rd, bounds, nb);
 	filter.buckets = make_int4_array(ids, nm);
 	filter.nulls = rd->nulls;
@@ -762,17 +796,150 @@ fetch_cells(RemoteDiff *rd, CellRange *cells, int ncells, Tuplestorestate *ts,
 	spec->filter = &filter;
 	diff_execute(spec, ts, desc, &fc);
 	spec->filter = NULL;
+	add_counts(spec, counts, &fc);
+}
 
-	counts->rows_source += fc.rows_source;
-	counts->rows_target += fc.rows_target;
-	counts->matched += fc.matched;
-	counts->missing_in_target += fc.missing_in_target;
-	counts->extra_in_target += fc.extra_in_target;
-	counts->mismatched += fc.mismatched;
-	counts->duplicate_keys += fc.duplicate_keys;
-	counts->null_keys += fc.null_keys;
-	for (int i = 0; i < spec->ncols; i++)
-		counts->column_mismatches[i] += fc.column_mismatches[i];
+/* A key and its row's hash, from one side. */
+typedef struct RowHash
+{
+	Datum		key;
+	int64		hash;
+} RowHash;
+
+static SortSupport sort_ssup;
+
+static int
+row_hash_cmp(const void *a, const void *b)
+{
+	return ApplySortComparator(((const RowHash *) a)->key, false,
+							   ((const RowHash *) b)->key, false, sort_ssup);
+}
+
+/* Every key and row hash of a side in the given cells, sorted by key. */
+static RowHash *
+side_row_hashes(RemoteDiff *rd, int si, CellRange *cells, int ncells, int64 *n)
+{
+	Params		p;
+	int		   *ids = palloc(sizeof(int) * Max(ncells, 1));
+	char	   *sql;
+	RowHash    *out;
+	int64		cap = 1024;
+	MemoryContext cxt = CurrentMemoryContext;
+	SPITupleTable *tt;
+
+	params_init(&p);
+	sql = rows_sql(rd, &rd->side[si], cells, ncells, &p, ids);
+	run_query(sql, &p);
+	MemoryContextSwitchTo(cxt);
+	tt = SPI_tuptable;
+	out = palloc(sizeof(RowHash) * cap);
+	*n = 0;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Datum	   *keys;
+		Datum	   *hashes;
+		int			nk,
+					nh;
+
+		CHECK_FOR_INTERRUPTS();
+		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &isnull)),
+						  rd->k1type, rd->k1len, rd->k1byval, rd->k1align, &keys, NULL, &nk);
+		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tt->vals[i], tt->tupdesc, 3, &isnull)),
+						  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &hashes, NULL, &nh);
+		if (nk != nh)
+			elog(ERROR, "row hash query returned %d keys and %d hashes", nk, nh);
+		if (*n + nk > cap)
+		{
+			cap = Max(cap * 2, *n + nk);
+			out = repalloc_huge(out, sizeof(RowHash) * cap);
+		}
+		for (int j = 0; j < nk; j++)
+		{
+			out[*n].key = datumCopy(keys[j], rd->k1byval, rd->k1len);
+			out[(*n)++].hash = DatumGetInt64(hashes[j]);
+		}
+	}
+	SPI_freetuptable(tt);
+	sort_ssup = &rd->spec->keys[0].ssup;
+	qsort(out, *n, sizeof(RowHash), row_hash_cmp);
+	return out;
+}
+
+/*
+ * For a single-column key: the keys and row hashes of the differing cells
+ * from both sides, compared here.  A key on both sides once with equal
+ * hashes is matched; the others are read in full and compared by the
+ * merge.  Returns those keys as an array, or 0 if there are none.
+ */
+static Datum
+differing_keys(RemoteDiff *rd, CellRange *cells, int ncells, DiffCounts *counts)
+{
+	int64		ns,
+				nt;
+	RowHash    *s = side_row_hashes(rd, 0, cells, ncells, &ns);
+	RowHash    *t = side_row_hashes(rd, 1, cells, ncells, &nt);
+	SortSupport ssup = &rd->spec->keys[0].ssup;
+	Datum	   *keys = palloc(sizeof(Datum) * Max(ns + nt, 1));
+	int64		nkeys = 0;
+	int64		i = 0,
+				j = 0;
+
+	while (i < ns || j < nt)
+	{
+		int64		ie = i,
+					je = j;
+		int			c;
+		Datum		key;
+
+		CHECK_FOR_INTERRUPTS();
+		if (i >= ns)
+			c = 1;
+		else if (j >= nt)
+			c = -1;
+		else
+			c = ApplySortComparator(s[i].key, false, t[j].key, false, ssup);
+		key = c <= 0 ? s[i].key : t[j].key;
+		if (c <= 0)
+			while (ie < ns && ApplySortComparator(s[ie].key, false, key, false, ssup) == 0)
+				ie++;
+		if (c >= 0)
+			while (je < nt && ApplySortComparator(t[je].key, false, key, false, ssup) == 0)
+				je++;
+		if (ie - i == 1 && je - j == 1 && s[i].hash == t[j].hash)
+		{
+			counts->matched++;
+			counts->rows_source++;
+			counts->rows_target++;
+		}
+		else
+			keys[nkeys++] = key;
+		i = ie;
+		j = je;
+	}
+	if (nkeys == 0)
+		return (Datum) 0;
+	if (nkeys > MaxAllocSize / sizeof(Datum) / 2)
+		elog(ERROR, "too many differing keys");
+	return make_k1_array(rd, keys, (int) nkeys);
+}
+
+/* Read the rows of the given keys (and NULL keys) and compare them by the merge. */
+static void
+fetch_keys(RemoteDiff *rd, Datum keys, Tuplestorestate *ts, TupleDesc desc,
+		   DiffCounts *counts)
+{
+	DiffSpec   *spec = rd->spec;
+	DiffKeyFilter filter;
+	DiffCounts	fc;
+
+	memset(&filter, 0, sizeof(filter));
+	filter.keys = keys ? keys : make_k1_array(rd, NULL, 0);
+	filter.nulls = rd->nulls;
+	spec->filter = &filter;
+	diff_execute(spec, ts, desc, &fc);
+	spec->filter = NULL;
+	add_counts(spec, counts, &fc);
 }
 
 static void
@@ -857,6 +1024,9 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 		if (!pushed_down(level_sql(rd, s, &r, 1, &p, &id), &p))
 			return cannot_checksum(spec, psprintf("The server of foreign table \"%s\" would not compute the checksums: an expression or the aggregate is not pushed down.", s->name));
 		params_init(&p);
+		if (spec->nkeys == 1 && !pushed_down(rows_sql(rd, s, &r, 1, &p, &id), &p))
+			return cannot_checksum(spec, psprintf("The server of foreign table \"%s\" would not compute the row hashes: the aggregate is not pushed down.", s->name));
+		params_init(&p);
 		if (!pushed_down(special_sql(rd, s, &p), &p))
 			return cannot_checksum(spec, psprintf("The server of foreign table \"%s\" would not look for duplicate keys: the grouping is not pushed down.", s->name));
 	}
@@ -917,7 +1087,16 @@ diff_compare(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 
 	fetch = palloc(sizeof(CellRange) * rd.ncells);
 	nfetch = compare_levels(&rd, counts, fetch);
-	if (nfetch > 0 || rd.nulls)
+	qsort(fetch, nfetch, sizeof(CellRange), cell_range_cmp);
+	if (spec->nkeys == 1)
+	{
+		/* Row hashes first, then the rows of the keys that differ. */
+		Datum		keys = nfetch > 0 ? differing_keys(&rd, fetch, nfetch, counts) : (Datum) 0;
+
+		if (keys || rd.nulls)
+			fetch_keys(&rd, keys, ts, desc, counts);
+	}
+	else if (nfetch > 0 || rd.nulls)
 		fetch_cells(&rd, fetch, nfetch, ts, desc, counts);
 
 	error_context_stack = errcb.previous;
