@@ -36,8 +36,8 @@ typedef enum DiffRemoteMode
 	DIFF_REMOTE_PULL			/* read every row, as on one server */
 } DiffRemoteMode;
 
-#define DIFF_DEFAULT_SPLIT_FACTOR	16
-#define DIFF_DEFAULT_LEAF_ROWS		16
+#define DIFF_DEFAULT_SPLIT_FACTOR	128
+#define DIFF_DEFAULT_LEAF_ROWS		64
 
 /*
  * Rows whose first key column falls in the buckets width_bucket(key,

@@ -40,6 +40,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/plannodes.h"
+#include "portability/instr_time.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -292,27 +293,39 @@ append_ranges(StringInfo sql, RemoteDiff *rd, RSide *s, CellRange *r, int nr,
 	int			nb = range_bounds(rd, r, nr, bounds, ids);
 	int			pb = params_add(p, rd->k1array, make_k1_array(rd, bounds, nb));
 	int			pi = params_add(p, INT4ARRAYOID, make_int4_array(ids, nr));
+	CellRange  *merged;
+	int			nm = 0;
 
 	appendStringInfo(sql, "%spg_catalog.width_bucket(%s, $%d) OPERATOR(pg_catalog.=) ANY ($%d)",
 					 conj, s->k1, pb, pi);
-	if (nr <= RANGE_PREDICATE_MAX && !(nr == 1 && r[0].lo == 0 && r[0].hi == rd->ncells))
+
+	/* Adjacent ranges as one: a level's children come in runs. */
+	merged = palloc(sizeof(CellRange) * Max(nr, 1));
+	for (int i = 0; i < nr; i++)
+	{
+		if (nm > 0 && merged[nm - 1].hi == r[i].lo)
+			merged[nm - 1].hi = r[i].hi;
+		else
+			merged[nm++] = r[i];
+	}
+	if (nm <= RANGE_PREDICATE_MAX && !(nm == 1 && merged[0].lo == 0 && merged[0].hi == rd->ncells))
 	{
 		appendStringInfoString(sql, " AND (");
-		for (int i = 0; i < nr; i++)
+		for (int i = 0; i < nm; i++)
 		{
 			const char *sep = "";
 
 			appendStringInfoString(sql, i ? " OR (" : "(");
-			if (r[i].lo > 0)
+			if (merged[i].lo > 0)
 			{
 				appendStringInfo(sql, "%s OPERATOR(pg_catalog.>=) $%d", s->k1,
-								 params_add(p, rd->k1type, rd->grid[r[i].lo - 1]));
+								 params_add(p, rd->k1type, rd->grid[merged[i].lo - 1]));
 				sep = " AND ";
 			}
-			if (r[i].hi < rd->ncells)
+			if (merged[i].hi < rd->ncells)
 				appendStringInfo(sql, "%s%s OPERATOR(pg_catalog.<) $%d", sep, s->k1,
-								 params_add(p, rd->k1type, rd->grid[r[i].hi - 1]));
-			else if (r[i].lo == 0)
+								 params_add(p, rd->k1type, rd->grid[merged[i].hi - 1]));
+			else if (merged[i].lo == 0)
 				appendStringInfo(sql, "%s IS NOT NULL", s->k1);
 			appendStringInfoChar(sql, ')');
 		}
@@ -416,9 +429,16 @@ pushed_down(const char *sql, Params *p)
 static void
 run_query(const char *sql, Params *p)
 {
-	elog(DEBUG2, "reconcile diff checksum query: %s", sql);
+	instr_time	start,
+				duration;
+
+	INSTR_TIME_SET_CURRENT(start);
 	if (SPI_execute_with_args(sql, p->n, p->types, p->values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "checksum query failed: %s", sql);
+	INSTR_TIME_SET_CURRENT(duration);
+	INSTR_TIME_SUBTRACT(duration, start);
+	elog(DEBUG2, "reconcile diff checksum query (%.1f ms, " UINT64_FORMAT " rows): %.200s",
+		 INSTR_TIME_GET_MILLISEC(duration), SPI_processed, sql);
 }
 
 /* ---------------------------------------------------------------------
@@ -669,6 +689,21 @@ sums_equal(const char *a, const char *b)
 	return strcmp(a, b) == 0;
 }
 
+/* Split a range of cells into at most factor ranges of about equal width. */
+static int
+split_range(CellRange *r, int factor, CellRange *out)
+{
+	int64		width = r->hi - r->lo;
+	int			n = (int) Min((int64) factor, width);
+
+	for (int i = 0; i < n; i++)
+	{
+		out[i].lo = r->lo + (int) (width * i / n);
+		out[i].hi = r->lo + (int) (width * (i + 1) / n);
+	}
+	return n;
+}
+
 /*
  * Compare the ranges level by level; matched ranges go into the counts,
  * differing single cells into fetch.  Returns the number of cells to read.
@@ -678,20 +713,11 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch)
 {
 	int			factor = rd->spec->split_factor;
 	int			nfetch = 0;
-	int			width = 1;
-	int			nr = 0;
-	CellRange  *cur;
+	int			nr;
+	CellRange  *cur = palloc(sizeof(CellRange) * factor);
+	CellRange	all = {0, rd->ncells};
 
-	while ((rd->ncells + width - 1) / width > factor)
-		width = (int) Min((int64) width * factor, (int64) rd->ncells);
-	cur = palloc(sizeof(CellRange) * ((rd->ncells + width - 1) / width));
-	for (int lo = 0; lo < rd->ncells; lo += width)
-	{
-		cur[nr].lo = lo;
-		cur[nr].hi = Min(lo + width, rd->ncells);
-		nr++;
-	}
-
+	nr = split_range(&all, factor, cur);
 	while (nr > 0)
 	{
 		RangeSum   *sums = palloc0(sizeof(RangeSum) * nr);
@@ -719,16 +745,7 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch)
 			else if (r->hi - r->lo == 1)
 				fetch[nfetch++] = *r;
 			else
-			{
-				int			w = (r->hi - r->lo + factor - 1) / factor;
-
-				for (int lo = r->lo; lo < r->hi; lo += w)
-				{
-					next[nnext].lo = lo;
-					next[nnext].hi = Min(lo + w, r->hi);
-					nnext++;
-				}
-			}
+				nnext += split_range(r, factor, next + nnext);
 		}
 		pfree(sums);
 		pfree(cur);
