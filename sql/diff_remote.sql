@@ -97,6 +97,22 @@ SELECT o.opts, c.*
 FROM (VALUES ('{}'::jsonb), ('{"leaf_rows": 2}')) o(opts),
      LATERAL xdiff_check('xs', 'xt', 'fxs', 'xt', '{k2,id}', o.opts) c;
 
+-- A target whose key is a primary key: the source's duplicates and NULL
+-- keys are found by the checksums alone.
+CREATE TABLE xtu AS SELECT DISTINCT ON (id) * FROM xt WHERE id IS NOT NULL AND k2 IS NOT NULL ORDER BY id;
+ALTER TABLE xtu ADD PRIMARY KEY (id);
+CREATE TABLE xtu2 AS SELECT * FROM xtu;
+ALTER TABLE xtu2 ADD PRIMARY KEY (id, k2);
+SELECT o.opts, c.*
+FROM (VALUES ('{}'::jsonb), ('{"leaf_rows": 2, "split_factor": 3}')) o(opts),
+     LATERAL xdiff_check('xs', 'xtu', 'fxs', 'xtu', '{id}', o.opts) c;
+SELECT o.opts, c.*
+FROM (VALUES ('{}'::jsonb), ('{"leaf_rows": 2, "split_factor": 3}')) o(opts),
+     LATERAL xdiff_check('xs', 'xtu2', 'fxs', 'xtu2', '{id,k2}', o.opts) c;
+SELECT o.opts, c.*
+FROM (VALUES ('{}'::jsonb)) o(opts),
+     LATERAL xdiff_check('xtu', 'xs', 'xtu', 'fxs', '{id}', o.opts) c;
+
 -- Windows, the cutoff, tolerances, a subset of columns.
 SELECT o.opts, c.*
 FROM (VALUES ('{"updated_column": "upd", "window": ["2026-11-01 01:00", "2026-11-01 04:00"]}'::jsonb),
@@ -191,7 +207,7 @@ SELECT * FROM reconcile_diff('fxs', 'xt', '{id}');
 RESET TimeZone;
 DROP FUNCTION xdiff_check;
 DROP FOREIGN TABLE fxs, fxt, fys, fyt, fzs, fjs, fks;
-DROP TABLE xs, xt, ys, yt, zs, js, js2, ks, kt;
+DROP TABLE xs, xt, xtu, xtu2, ys, yt, zs, js, js2, ks, kt;
 DROP USER MAPPING FOR CURRENT_USER SERVER xdiff_loopback;
 DROP SERVER xdiff_loopback;
 DROP EXTENSION postgres_fdw;

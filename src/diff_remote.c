@@ -336,7 +336,8 @@ append_ranges(StringInfo sql, RemoteDiff *rd, RSide *s, CellRange *r, int nr,
 
 /* SELECT bucket, count, sum of row hashes for the given cell ranges. */
 static char *
-level_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p, int *ids)
+level_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p, int *ids,
+		  bool nulls)
 {
 	StringInfoData from;
 	StringInfoData sql;
@@ -345,7 +346,15 @@ level_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p, int *ids)
 
 	initStringInfo(&from);
 	conj = append_from(&from, rd, s, p);
+	if (nulls)
+	{
+		/* Rows with a NULL first key fall in no bucket: count them apart. */
+		appendStringInfo(&from, "%s(%s IS NULL OR ", conj, s->k1);
+		conj = "";
+	}
 	pb = append_ranges(&from, rd, s, r, nr, p, conj, ids);
+	if (nulls)
+		appendStringInfoChar(&from, ')');
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT pg_catalog.width_bucket(%s, $%d), pg_catalog.count(*),"
 					 " pg_catalog.sum(%s)%s GROUP BY 1", s->k1, pb, s->hash, from.data);
@@ -646,7 +655,8 @@ typedef struct RangeSum
 } RangeSum;
 
 static void
-checksum_ranges(RemoteDiff *rd, int si, CellRange *r, int nr, RangeSum *out)
+checksum_ranges(RemoteDiff *rd, int si, CellRange *r, int nr, RangeSum *out,
+				bool nulls)
 {
 	RSide	   *s = &rd->side[si];
 	Params		p;
@@ -657,7 +667,7 @@ checksum_ranges(RemoteDiff *rd, int si, CellRange *r, int nr, RangeSum *out)
 	MemoryContext cxt = CurrentMemoryContext;
 
 	params_init(&p);
-	sql = level_sql(rd, s, r, nr, &p, ids);
+	sql = level_sql(rd, s, r, nr, &p, ids, nulls);
 	for (int i = 0; i < nr; i++)
 		maxid = Max(maxid, ids[i]);
 	byid = palloc(sizeof(int) * (maxid + 1));
@@ -673,6 +683,11 @@ checksum_ranges(RemoteDiff *rd, int si, CellRange *r, int nr, RangeSum *out)
 		bool		isnull;
 		int			id = DatumGetInt32(SPI_getbinval(t, SPI_tuptable->tupdesc, 1, &isnull));
 
+		if (isnull && nulls)
+		{
+			rd->nulls = true;
+			continue;
+		}
 		if (isnull || id < 0 || id > maxid || byid[id] < 0)
 			elog(ERROR, "checksum query returned an unexpected bucket %d", id);
 		out[byid[id]].count[si] = DatumGetInt64(SPI_getbinval(t, SPI_tuptable->tupdesc, 2, &isnull));
@@ -716,6 +731,7 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch)
 	int			nr;
 	CellRange  *cur = palloc(sizeof(CellRange) * factor);
 	CellRange	all = {0, rd->ncells};
+	bool		top = true;		/* the first level also looks for NULL keys */
 
 	nr = split_range(&all, factor, cur);
 	while (nr > 0)
@@ -725,8 +741,9 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch)
 		int			nnext = 0;
 
 		CHECK_FOR_INTERRUPTS();
-		checksum_ranges(rd, 0, cur, nr, sums);
-		checksum_ranges(rd, 1, cur, nr, sums);
+		checksum_ranges(rd, 0, cur, nr, sums, top);
+		checksum_ranges(rd, 1, cur, nr, sums, top);
+		top = false;
 		for (int i = 0; i < nr; i++)
 		{
 			CellRange  *r = &cur[i];
@@ -991,6 +1008,7 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 {
 	const char *why = NULL;
 	Oid			rels[2] = {spec->source, spec->target};
+	bool		unique[2];
 	bool		any_foreign = false;
 
 	memset(rd, 0, sizeof(RemoteDiff));
@@ -1014,9 +1032,17 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 		rd->side[i].hash = row_hash_expr(spec, i == 0, &why);
 		if (rd->side[i].hash == NULL)
 			return cannot_checksum(spec, why);
-		rd->side[i].find_special =
-			rd->side[i].foreign || !keys_unique(spec, rels[i], i == 0);
+		unique[i] = !rd->side[i].foreign && keys_unique(spec, rels[i], i == 0);
 	}
+
+	/*
+	 * Only the same duplicate (or NULL in a key column) on both sides gives
+	 * equal checksums: where one side's key is unique and NOT NULL, any on
+	 * the other side changes the counts or sums of its range.  A NULL
+	 * first key falls in no range; the first level counts those apart.
+	 */
+	for (int i = 0; i < 2; i++)
+		rd->side[i].find_special = !unique[0] && !unique[1];
 	rd->k1type = spec->keys[0].basetype;
 	rd->k1array = get_array_type(rd->k1type);
 	if (!OidIsValid(rd->k1array))
@@ -1038,7 +1064,7 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 		rd->nbounds = 0;
 		rd->ncells = 1;
 		params_init(&p);
-		if (!pushed_down(level_sql(rd, s, &r, 1, &p, &id), &p))
+		if (!pushed_down(level_sql(rd, s, &r, 1, &p, &id, true), &p))
 			return cannot_checksum(spec, psprintf("The server of foreign table \"%s\" would not compute the checksums: an expression or the aggregate is not pushed down.", s->name));
 		params_init(&p);
 		if (spec->nkeys == 1 && !pushed_down(rows_sql(rd, s, &r, 1, &p, &id), &p))
