@@ -10,8 +10,12 @@
 # cross it in both directions; the target's server is reached directly.
 #
 #   bash bench/xdiff/run.sh [--rows N] [--diffs "0 10 1000 100000"]
+#                           [--methods "checksum pull pgcmp"]
+#                           [--options '{"split_factor": 16, "leaf_rows": 16}|{}']
 #                           [--port P] [--no-throttle] [--no-install] [--keep]
 #
+# --options gives the checksum diff's options, several sets separated by |
+# (each is a row of its own; the ratios use the first).
 # Run as root from the repository on a machine set up by tools/setup.sh
 # (RECONCILE_PG_BINDIR names the PostgreSQL 15 to use).  It installs
 # postgresql-comparator with apt-get when pg_comparator is missing, starts
@@ -26,6 +30,8 @@ source "$ROOT/tools/lib.sh"
 ROWS=1000000
 DIFFS="0 10 1000 100000"
 PORT=${BENCH_PGPORT:-55371}
+METHODS="checksum pull pgcmp"
+OPTIONS='{}'
 THROTTLE=1
 INSTALL=1
 KEEP=0
@@ -34,6 +40,8 @@ while [ $# -gt 0 ]; do
 	--rows) ROWS=$2; shift 2 ;;
 	--diffs) DIFFS=$2; shift 2 ;;
 	--port) PORT=$2; shift 2 ;;
+	--methods) METHODS=$2; shift 2 ;;
+	--options) OPTIONS=$2; shift 2 ;;
 	--no-throttle) THROTTLE=0; shift ;;
 	--no-install) INSTALL=0; shift ;;
 	--keep) KEEP=1; shift ;;
@@ -167,8 +175,8 @@ measure() {
 
 printf '\ncross-server diff benchmark, %s rows per side, %s (%s)\n' "$ROWS" \
 	"$(date -u +%FT%TZ)" "$(git -C "$ROOT" rev-parse --short HEAD)"
-printf 'source table: %s MB on disk; fetch_size: postgres_fdw default (100)\n\n' \
-	"$(echo "scale=1; $SRC_BYTES / 1000000" | bc)"
+printf 'source table: %s MB on disk; fetch_size: postgres_fdw default (100); checksum options: %s\n\n' \
+	"$(echo "scale=1; $SRC_BYTES / 1000000" | bc)" "$OPTIONS"
 printf '| link | differences | method | findings | seconds | MB across |\n|---|---|---|---|---|---|\n'
 RESULTS=$OUT/results.tsv
 : >"$RESULTS"
@@ -178,28 +186,38 @@ for link in $links; do
 	p=$FAST_PORT
 	[ $link = slow ] && p=$SLOW_PORT
 	for d in $DIFFS; do
-		for method in checksum pull pgcmp; do
-			case $method in
-			checksum | pull)
-				measure "$method" tgt -Atc "SELECT count(*) FROM reconcile_diff('f_src_$link', 't_$d', '{id}', '{\"remote\": \"$([ $method = pull ] && echo pull || echo checksum)\"}')"
-				found=$(tail -n 1 "$OUT/last.out")
-				;;
-			pgcmp)
-				measure pgcmp pg_comparator --max-ratio=2.0 --no-lock \
-					"pgsql://postgres@127.0.0.1:$p/bench/public.src?id" \
-					"pgsql://postgres@127.0.0.1:$TGT_PORT/bench/public.t_$d?id"
-				found=$(grep -Ec '^(UPDATE|INSERT|DELETE) ' "$OUT/last.out" || true)
-				;;
-			esac
-			printf '| %s | %s | %s | %s | %.2f | %.3f |\n' "$link" "$d" "$method" "$found" "$SECS" \
-				"$(echo "scale=6; $BYTES / 1000000" | bc)"
-			printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$link" "$d" "$method" "$found" "$SECS" "$BYTES" >>"$RESULTS"
+		for method in $METHODS; do
+			optsets=("$OPTIONS")
+			[ "$method" = checksum ] && IFS='|' read -ra optsets <<<"$OPTIONS"
+			for opts in "${optsets[@]}"; do
+				label=$method
+				[ "$method" = checksum ] && [ "$opts" != "${optsets[0]}" ] && label="checksum $opts"
+				case $method in
+				checksum | pull)
+					measure "$method" tgt -Atc "SELECT count(*) FROM reconcile_diff('f_src_$link', 't_$d', '{id}', '$opts'::jsonb || '{\"remote\": \"$([ $method = pull ] && echo pull || echo checksum)\"}')"
+					found=$(tail -n 1 "$OUT/last.out")
+					;;
+				pgcmp)
+					measure pgcmp pg_comparator --max-ratio=2.0 --no-lock \
+						"pgsql://postgres@127.0.0.1:$p/bench/public.src?id" \
+						"pgsql://postgres@127.0.0.1:$TGT_PORT/bench/public.t_$d?id"
+					found=$(grep -Ec '^(UPDATE|INSERT|DELETE) ' "$OUT/last.out" || true)
+					;;
+				esac
+				printf '| %s | %s | %s | %s | %.2f | %.3f |\n' "$link" "$d" "$label" "$found" "$SECS" \
+					"$(echo "scale=6; $BYTES / 1000000" | bc)"
+				printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$link" "$d" "$label" "$found" "$SECS" "$BYTES" >>"$RESULTS"
+			done
 		done
 	done
 done
 
+case " $METHODS " in
+*" checksum "*" pull "*" pgcmp "*) ;;
+*) exit 0 ;;
+esac
 printf '\nratios (checksum against the others; time and bytes across)\n\n'
-printf '| link | differences | bytes / pull | bytes / pg_comparator | bytes / source table | time / pull | time / pg_comparator |\n|---|---|---|---|---|---|---|\n'
+printf '| link | differences | bytes / pull | bytes / pg_comparator | bytes / source table on disk | time / pull | time / pg_comparator |\n|---|---|---|---|---|---|---|\n'
 awk -F'\t' -v src="$SRC_BYTES" '
 { k = $1 " " $2; t[k, $3] = $5; b[k, $3] = $6; if (!(k in seen)) { seen[k] = 1; order[n++] = k } }
 END {
