@@ -197,8 +197,9 @@ SELECT reconcile_batch_id('[{"object_key":"o1","version_id":"1","content_hash":"
 SELECT reconcile_batch_id('[{"object_key":"o1","version_id":"1","content_hash":"h","rows":1e30}]');
 SELECT reconcile_batch_id('[{"object_key":"o1","version_id":"1","content_hash":"h","rows":"5"}]');
 SELECT reconcile_batch_id('[{"object_key":"o1","version_id":"1","content_hash":"h","rows":1,"size":9}]');
+-- one object version twice (two versions of one object make a manifest: sql/loader_versions.sql)
 SELECT reconcile_batch_id('[{"object_key":"o1","version_id":"1","content_hash":"h","rows":1},
-                            {"object_key":"o1","version_id":"2","content_hash":"h","rows":1}]');
+                            {"object_key":"o1","version_id":"1","content_hash":"h2","rows":1}]');
 SELECT reconcile_batch_id(NULL);
 
 -- registration

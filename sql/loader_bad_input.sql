@@ -53,7 +53,10 @@ SELECT remember('before big');
 -- one entry too many rows: refused, nothing written
 SELECT try($$SELECT * FROM reconcile_batch('t', 's',
     (SELECT jsonb_set(m, '{199999,rows}', '1') FROM big_manifest))$$);
--- the same object twice, at the very end: refused
+-- the same object version twice, at the very end: refused
+SELECT try($$SELECT * FROM reconcile_batch('t', 's',
+    (SELECT m || '[{"object_key":"o/1","version_id":"1","content_hash":"h","rows":0}]' FROM big_manifest))$$);
+-- the same object in two versions, at the very end, and no version_id column: refused
 SELECT try($$SELECT * FROM reconcile_batch('t', 's',
     (SELECT m || '[{"object_key":"o/1","version_id":"2","content_hash":"h","rows":0}]' FROM big_manifest))$$);
 -- rows at the top of bigint: the count differs, no overflow

@@ -13,7 +13,9 @@ BEGIN
                     seen timestamptz, version bigint NOT NULL,
                     is_deleted boolean NOT NULL DEFAULT false, payload_hash bytea)', name);
     EXECUTE format('INSERT INTO %I (id, label, amount, seen, version)
-                    SELECT k, ''old '' || k, k, ''2024-01-01'', 2 FROM generate_series(0, 2999) k', name);
+                    SELECT k, ''old '' || k, k, ''2024-01-01'',
+                           CASE k %% 10 WHEN 0 THEN 2 WHEN 1 THEN 5 ELSE 0 END
+                      FROM generate_series(0, 2999) k', name);
     PERFORM reconcile_register(target => name::regclass, key_columns => '{id}',
         version_column => 'version', deleted_column => 'is_deleted',
         hash_column => 'payload_hash', conflict_policy => 'quarantine');
@@ -22,7 +24,9 @@ $$;
 SELECT make_target('t_serial'), make_target('t_parallel'), make_target('t_fallback');
 
 -- 24,000 staged rows in 12 objects over keys 0..5999 at versions 1..4
--- (targets hold keys 0..2999 at version 2): updates, new keys, stale rows,
+-- (targets hold keys 0..2999, at version 0, or 2 for every tenth key, whose
+-- staged v2 rows then conflict with the target's row, or 5 for the next
+-- one, whose staged rows are all stale): updates, new keys, stale rows,
 -- deletes, then exact repeats of every 50th row, rivals (the same key and
 -- version with another label: conflicts) and every kind of malformed row,
 -- all shuffled over the table's blocks so that each participant's range
@@ -116,6 +120,28 @@ SELECT * FROM differences('t_serial', 't_fallback');
 UPDATE t_fallback SET label = 'changed' WHERE id = 7;
 SELECT * FROM differences('t_serial', 't_fallback') WHERE what = 'target rows';
 
+-- Dataset checks attached to a target run over the batch's winners, after
+-- the read: the same batch read serially and in parallel passes them and
+-- loads the same rows.  Over the staged rows they would fail: keys repeat
+-- (exact repeats, several versions) and rivals carry the label 'rival',
+-- but every rival is a conflict, held back.
+SELECT make_target('t_checked_serial'), make_target('t_checked_parallel');
+SELECT reconcile_set_rules(t, '{"dataset_checks": [
+    {"name": "one_row_per_id", "sql": "SELECT id FROM {{TABLE}} GROUP BY id HAVING count(*) > 1"},
+    {"name": "no_rivals", "sql": "SELECT 1 FROM {{TABLE}} WHERE label = ''rival''"}]}')
+  FROM unnest('{t_checked_serial,t_checked_parallel}'::regclass[]) AS t;
+SELECT count(*) > count(DISTINCT id) AS keys_repeat, bool_or(label = 'rival') AS rivals_staged FROM stage;
+SET max_parallel_maintenance_workers = 0;
+SELECT status, inserted, updated, deleted, unchanged, stale, duplicates, conflicts, rejected
+  FROM reconcile_batch('t_checked_serial', 'stage', manifest_for('t_checked_serial'));
+-- (Read with workers, as t_parallel above; DEBUG1 would also show the
+-- temporary table's own messages.)
+SET max_parallel_maintenance_workers = 2;
+SELECT status, inserted, updated, deleted, unchanged, stale, duplicates, conflicts, rejected
+  FROM reconcile_batch('t_checked_parallel', 'stage', manifest_for('t_checked_parallel'));
+SELECT * FROM differences('t_serial', 't_checked_serial');
+SELECT * FROM differences('t_serial', 't_checked_parallel');
+
 -- The rejects name their object, row and column whoever read them.
 SELECT column_name, count(*) FROM reconcile.rejects WHERE target = 't_parallel'::regclass
  GROUP BY column_name ORDER BY column_name COLLATE "C";
@@ -155,5 +181,6 @@ SELECT status, staged_rows, inserted + updated + deleted + unchanged + stale + d
                'content_hash', 'none', 'rows', count)) FROM (SELECT count(*) FROM temp_stage) c));
 
 DROP EXTENSION reconcile;
-DROP TABLE stage, temp_stage, full_manifest, t_serial, t_parallel, t_fallback, t_short, t_temp;
+DROP TABLE stage, temp_stage, full_manifest, t_serial, t_parallel, t_fallback, t_short, t_temp,
+    t_checked_serial, t_checked_parallel;
 DROP FUNCTION make_target(text), manifest_for(text), differences(regclass, regclass);

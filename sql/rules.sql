@@ -174,7 +174,7 @@ SELECT * FROM reconcile_check('accounts', '{"fail": ["true"]}');
 SELECT * FROM reconcile_check('accounts', '{"warn": "age > 1"}');
 SELECT * FROM reconcile_check('accounts', '{"fail": {"x": 1}}');
 SELECT * FROM reconcile_check('accounts', '{"drop": {"x": null}}');
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": {"sql": "true"}}}');
+SELECT * FROM reconcile_check('accounts', '{"fail": {"x": {"expr": "true"}}}');
 SELECT * FROM reconcile_check('accounts', '{"fail": {"x": true}}');
 SELECT * FROM reconcile_check('accounts', '{"fail": {"": "true"}}');
 SELECT * FROM reconcile_check('accounts', '{"fail": {"x": "true"}, "warn": {"x": "true"}}');
@@ -189,10 +189,10 @@ SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sq
 SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SELECT 1", "columns": "a"}]}');
 SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SELECT 1", "columns": [1]}]}');
 SELECT * FROM reconcile_check('accounts', '{"evidence": []}');
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": "balance >"}}');
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": ""}}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SELEC 1"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": " ; "}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"fail": {"x": "balance >"}}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"fail": {"x": ""}}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SELEC 1"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": " ; "}]}');
 -- Bad options and arguments.
 SELECT * FROM reconcile_check('accounts', '{}', '[]');
 SELECT * FROM reconcile_check('accounts', '{}', '{"samples": 3}');
@@ -206,35 +206,37 @@ SELECT reconcile_check_report('accounts', NULL);
 SELECT * FROM reconcile_check('reconcile.receipts_pkey', '{}');
 
 -- ---- refused constructs: a rule is one expression, a check one SELECT ----
+-- reconcile_check reports each as ERROR (42501; 42601 for what does not
+-- parse) and runs nothing of it.
 -- A second statement smuggled through a closing parenthesis or a separator.
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": "true); DELETE FROM accounts; SELECT (true"}}');
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": "true; DROP TABLE accounts"}}');
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": "true), (false"}}');
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": "true) FROM accounts WHERE (true"}}');
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": "true) UNION SELECT (false"}}');
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": "true) AS y, (false"}}');
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": "true) x --"}}');
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": "true /*"}}');
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": "true) INTO TEMP t --"}}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"fail": {"x": "true); DELETE FROM accounts; SELECT (true"}}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"fail": {"x": "true; DROP TABLE accounts"}}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"fail": {"x": "true), (false"}}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"fail": {"x": "true) FROM accounts WHERE (true"}}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"fail": {"x": "true) UNION SELECT (false"}}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"fail": {"x": "true) AS y, (false"}}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"fail": {"x": "true) x --"}}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"fail": {"x": "true /*"}}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"fail": {"x": "true) INTO TEMP t --"}}');
 -- A write inside an expression.
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": "EXISTS (WITH d AS (DELETE FROM accounts RETURNING 1) SELECT 1 FROM d)"}}');
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": "EXISTS (SELECT 1 FROM accounts FOR UPDATE)"}}');
-SELECT * FROM reconcile_check('accounts', '{"fail": {"x": "(SELECT count(*) FROM accounts FOR SHARE) > 0"}}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"fail": {"x": "EXISTS (WITH d AS (DELETE FROM accounts RETURNING 1) SELECT 1 FROM d)"}}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"fail": {"x": "EXISTS (SELECT 1 FROM accounts FOR UPDATE)"}}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"fail": {"x": "(SELECT count(*) FROM accounts FOR SHARE) > 0"}}');
 -- Dataset checks that are not one plain SELECT.
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "DELETE FROM {{TABLE}} RETURNING *"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "INSERT INTO accounts VALUES (9) RETURNING *"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "UPDATE accounts SET age = 0 RETURNING *"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "MERGE INTO accounts a USING accounts b ON a.account_id = b.account_id WHEN MATCHED THEN DELETE"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SELECT 1; DELETE FROM accounts"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SELECT * INTO stolen FROM accounts"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "WITH d AS (DELETE FROM accounts RETURNING *) SELECT * FROM d"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SELECT * FROM accounts FOR UPDATE"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SELECT * FROM (SELECT * FROM accounts FOR SHARE) s"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "CREATE TABLE x (a int)"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "VACUUM accounts"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "COPY accounts TO STDOUT"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SET work_mem = ''1GB''"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "TRUNCATE accounts"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "DELETE FROM {{TABLE}} RETURNING *"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "INSERT INTO accounts VALUES (9) RETURNING *"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "UPDATE accounts SET age = 0 RETURNING *"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "MERGE INTO accounts a USING accounts b ON a.account_id = b.account_id WHEN MATCHED THEN DELETE"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SELECT 1; DELETE FROM accounts"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SELECT * INTO stolen FROM accounts"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "WITH d AS (DELETE FROM accounts RETURNING *) SELECT * FROM d"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SELECT * FROM accounts FOR UPDATE"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SELECT * FROM (SELECT * FROM accounts FOR SHARE) s"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "CREATE TABLE x (a int)"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "VACUUM accounts"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "COPY accounts TO STDOUT"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "SET work_mem = ''1GB''"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "d", "sql": "TRUNCATE accounts"}]}');
 -- Functions that write are stopped at run time: rules run read-only.
 -- Rules see search_path pg_catalog, pg_temp: other names are qualified.
 CREATE FUNCTION sneaky_delete() RETURNS boolean LANGUAGE plpgsql AS

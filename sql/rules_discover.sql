@@ -97,5 +97,68 @@ SELECT reconcile_discover_rules('transactions', '{"depth": 3}');
 SELECT reconcile_discover_rules('transactions', '[]');
 SELECT reconcile_discover_rules(NULL);
 
+-- Low-cardinality terms and constant terms.  fees: fee takes five values,
+-- net_amount = amount - fee on every row; closing = opening + amount - fee
+-- on CREDIT rows and opening - amount - fee on DEBIT rows; flat_net =
+-- amount - 1.50 on every row; flat_fee is 1.50 on every row and tax 0.20
+-- (constant columns: value rules only, no relation between them); flags are
+-- 0/1 columns that are 0 on most rows (no relation of flags alone);
+-- near_net = amount - fee on every row but one.
+CREATE TABLE fees AS
+SELECT i AS id,
+       CASE WHEN i % 3 = 0 THEN 'DEBIT' ELSE 'CREDIT' END AS direction,
+       (1000 + (i * 37) % 5000 + (i % 100) / 100.0)::numeric(12,2) AS opening,
+       ((i * 13) % 900 + 1 + (i % 7) / 10.0)::numeric(12,2) AS amount,
+       (ARRAY[0.50, 1.00, 1.50, 2.50, 5.00])[1 + (i * 7) % 5]::numeric(12,2) AS fee,
+       1.50::numeric(12,2) AS flat_fee,
+       0.20::numeric(12,2) AS tax,
+       (i % 97 = 0)::int AS flag_a, (i % 89 = 0)::int AS flag_b, (i % 83 = 0)::int AS flag_c
+FROM generate_series(1, 2000) AS i;
+ALTER TABLE fees ADD COLUMN net_amount numeric(12,2), ADD COLUMN closing numeric(12,2),
+    ADD COLUMN flat_net numeric(12,2), ADD COLUMN near_net numeric(12,2);
+UPDATE fees SET net_amount = amount - fee,
+                closing = opening + CASE direction WHEN 'CREDIT' THEN amount ELSE -amount END - fee,
+                flat_net = amount - 1.50,
+                near_net = amount - fee + CASE WHEN id = 777 THEN 0.01 ELSE 0 END;
+SELECT reconcile_discover_rules('fees') AS fees_doc \gset
+-- The relations proposed: net_amount = amount - fee (fail), the balance per
+-- direction, flat_net = amount - 1.5 with its constant, near_net under
+-- warn with the one row that breaks it.  Not proposed: relations between
+-- flat_fee and tax, of the flags alone, and flat_net = net_amount + fee -
+-- 1.5, which follows from two relations already proposed.
+SELECT key AS rule, value ->> 'kind' AS kind, (value ->> 'rows_checked')::int AS checked,
+       (value ->> 'rows_holding')::int AS holding,
+       COALESCE(:'fees_doc'::jsonb -> 'fail' ->> key, :'fees_doc'::jsonb -> 'warn' ->> key) AS expression
+FROM jsonb_each(:'fees_doc'::jsonb -> 'evidence')
+WHERE value ->> 'kind' IN ('linear', 'conditional_linear') ORDER BY key;
+-- What constant columns get: not null, non-negative, no range, no relation.
+SELECT key AS rule, value ->> 'kind' AS kind FROM jsonb_each(:'fees_doc'::jsonb -> 'evidence')
+WHERE key ~ '^(flat_fee|tax|flag_a)_' ORDER BY key;
+-- The proposals run as they are and pass, but for near_net's one row.
+SELECT rule, severity, status, invalid_rows, sample
+FROM reconcile_check('fees', :'fees_doc', '{"key_columns": ["id"]}')
+WHERE rule LIKE '%adds_up%' ORDER BY rule;
+-- Without net_amount, the balance is written with the five-valued fee:
+-- closing = opening + amount - fee for CREDIT, opening - amount - fee for DEBIT.
+CREATE TABLE balances AS SELECT id, direction, opening, amount, fee, closing FROM fees;
+SELECT key AS rule, value ->> 'description' AS description
+FROM jsonb_each(reconcile_discover_rules('balances') -> 'evidence')
+WHERE value ->> 'kind' IN ('linear', 'conditional_linear') ORDER BY key;
+DROP TABLE balances;
+-- A relation that fails on one row is not proposed where it must hold on
+-- every row (min_share 1), nor on a table so small that one row is more
+-- than 1% of it.
+SELECT key FROM jsonb_each(reconcile_discover_rules('fees', '{"min_share": 1}') -> 'evidence')
+WHERE value ->> 'kind' IN ('linear', 'conditional_linear') ORDER BY key;
+DELETE FROM fees WHERE id > 60 AND id <> 777;
+SELECT key FROM jsonb_each(reconcile_discover_rules('fees') -> 'evidence')
+WHERE value ->> 'kind' IN ('linear', 'conditional_linear') AND key LIKE 'near%' ORDER BY key;
+-- Floats with a constant term, with NULLs: compared within 1e-6, NULL-tolerant.
+CREATE TABLE float_fees AS
+SELECT i AS id, (i * 1.37)::float8 AS gross, CASE WHEN i % 10 = 0 THEN NULL ELSE (i * 1.37 - 0.25)::float8 END AS net
+FROM generate_series(1, 500) AS i;
+SELECT key, value FROM jsonb_each_text(reconcile_discover_rules('float_fees') -> 'fail') WHERE key LIKE '%adds_up%';
+DROP TABLE fees, float_fees;
+
 DROP TABLE transactions, nothing;
 DROP EXTENSION reconcile;

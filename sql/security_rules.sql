@@ -212,11 +212,36 @@ UNION SELECT public.sec_pwn()::int --", "*/ UNION SELECT public.sec_pwn()::int F
 SELECT reconcile_check_report(
     (SELECT oid FROM pg_class WHERE relname LIKE 'nl%' AND relnamespace = 'public'::regnamespace),
     '{"dataset_checks": [{"name": "dups", "sql": "SELECT id, count(*) FROM {{TABLE}} GROUP BY id HAVING count(*) > 1"}]}') -> 'rules' -> 0 -> 'sample';
--- Statements that are not one plain SELECT, whatever the placeholder holds.
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "two", "sql": "SELECT 1 FROM {{TABLE}}; SELECT 2"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "lock", "sql": "SELECT 1 FROM {{TABLE}} FOR UPDATE"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "cte", "sql": "WITH d AS (DELETE FROM {{TABLE}} RETURNING 1) SELECT * FROM d"}]}');
-SELECT * FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "into", "sql": "SELECT 1 INTO sec_new FROM {{TABLE}}"}]}');
+-- Back-quoted (Spark SQL) names beside {{TABLE}}, comments, dollar quotes
+-- and E'' strings, over the same table: a back quote converts only where
+-- it is code, the name it encloses becomes one quoted identifier whatever
+-- it holds, and {{TABLE}} is replaced after the conversion, as before.
+SELECT rule, status, invalid_rows, sqlstate, detail FROM reconcile_check(
+    (SELECT oid FROM pg_class WHERE relname LIKE 'nl%' AND relnamespace = 'public'::regnamespace),
+    '{"dataset_checks": [
+       {"name": "named", "sql": "SELECT `id` FROM {{TABLE}} AS `t` WHERE `t`.`id` > 1"},
+       {"name": "line_comment", "sql": "SELECT `id` FROM {{TABLE}} -- `{{TABLE}} ` unterminated\n WHERE `id` > 1"},
+       {"name": "block_comment", "sql": "SELECT `id` FROM {{TABLE}} /* `*/ WHERE `id` > 1 /* ` */"},
+       {"name": "dollar", "sql": "SELECT `id` FROM {{TABLE}} WHERE $x$`{{TABLE}}$x$ = ''`{{TABLE}}'' AND `id` > 1"},
+       {"name": "estring", "sql": "SELECT `id` FROM {{TABLE}} WHERE E''\\''`'' = '''''''' || ''`'' AND `id` > 1"},
+       {"name": "quoted_placeholder", "sql": "SELECT 1 FROM `{{TABLE}}`"},
+       {"name": "touching_placeholder", "sql": "SELECT 1 FROM {{TABLE}}`x`"},
+       {"name": "name_holds_code", "sql": "SELECT `id` FROM {{TABLE}} WHERE `id\" > 0; SELECT public.sec_pwn(); --*/` IS NULL"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{
+  "fail": {"name_closes_paren": "`balance) OR (public.sec_pwn()` IS NULL",
+           "comment_hides_rest": "`balance` > 0 -- ` OR public.sec_pwn()"}}');
+-- Statements that are not one plain SELECT, whatever the placeholder
+-- holds: reconcile_check reports each as ERROR (42501) and runs nothing of
+-- it; reconcile_set_rules refuses the document whole.
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "two", "sql": "SELECT 1 FROM {{TABLE}}; SELECT 2"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "lock", "sql": "SELECT 1 FROM {{TABLE}} FOR UPDATE"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "cte", "sql": "WITH d AS (DELETE FROM {{TABLE}} RETURNING 1) SELECT * FROM d"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "into", "sql": "SELECT 1 INTO sec_new FROM {{TABLE}}"}]}');
+SELECT rule, status, sqlstate, detail FROM reconcile_check('accounts', '{"dataset_checks": [{"name": "bq_two", "sql": "SELECT `id` FROM {{TABLE}}; SELECT `id` FROM {{TABLE}}"}]}');
+SELECT count(*) AS accounts_rows, to_regclass('sec_new') AS created FROM accounts;
+SELECT reconcile_set_rules('accounts', '{"dataset_checks": [{"name": "two", "sql": "SELECT 1 FROM {{TABLE}}; SELECT 2"}]}');
+SELECT reconcile_set_rules('accounts', '{"dataset_checks": [{"name": "cte", "sql": "WITH d AS (DELETE FROM {{TABLE}} RETURNING 1) SELECT * FROM d"}]}');
+SELECT reconcile_set_rules('accounts', '{"fail": {"unterminated": "`balance > 0"}}');
 
 -- 10. Discovery never proposes a pattern that does not compile: 300
 -- letters then four digits.

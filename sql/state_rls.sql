@@ -1,5 +1,6 @@
 -- The state tables show a target's rows (registration, rules, receipts,
--- objects, cursors, rejects, conflicts, diff runs and results) only to a
+-- objects, cursors, rejects, conflicts, resolutions, diff runs and
+-- results) only to a
 -- role that may read the target's rows: table-level SELECT, and no
 -- row-level security applying to it on the target (its owner, a member of
 -- the owner, a superuser or a role with BYPASSRLS).
@@ -42,6 +43,12 @@ INSERT INTO accounts_stage VALUES
 SELECT status, inserted, conflicts, rejected
   FROM reconcile_batch('accounts', 'accounts_stage',
        '[{"object_key":"a1","version_id":"1","content_hash":"h","rows":4}]', 'feed', 'a1');
+-- The owner resolves the conflict: a resolution.
+SET ROLE regress_rls_owner;
+SELECT r.outcome FROM reconcile.conflicts c,
+       reconcile_resolve('accounts', c.batch_id, c.key, c.staged_hash) r
+ WHERE c.source_row = 4;
+RESET ROLE;
 
 -- A table without row-level security, with the same kinds of state.
 CREATE TABLE plain (id int PRIMARY KEY, v bigint NOT NULL, gone boolean NOT NULL DEFAULT false, h bytea);
@@ -87,6 +94,9 @@ LANGUAGE sql AS $$
     UNION ALL
     SELECT 'conflicts', count(*) FILTER (WHERE target = 'accounts'::regclass),
            count(*) FILTER (WHERE target = 'plain'::regclass) FROM reconcile.conflicts
+    UNION ALL
+    SELECT 'resolutions', count(*) FILTER (WHERE target = 'accounts'::regclass),
+           count(*) FILTER (WHERE target = 'plain'::regclass) FROM reconcile.resolutions
     UNION ALL
     SELECT 'diff_runs', count(*) FILTER (WHERE target = 'accounts'::regclass),
            count(*) FILTER (WHERE target = 'plain'::regclass) FROM reconcile.diff_runs

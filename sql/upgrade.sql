@@ -31,18 +31,18 @@ SELECT job, findings FROM reconcile_diff_run('dropped');
 DROP TABLE dropped;
 SELECT count(*) > 0 AS orphans_under_1_0 FROM reconcile.receipts WHERE target::oid = :dropped_oid;
 
--- Every state row of acct, as text, before the upgrade.
-CREATE FUNCTION state_rows() RETURNS TABLE (state text, row_text text) LANGUAGE sql AS $$
-    SELECT 'targets', t::text FROM reconcile.targets t WHERE target = 'acct'::regclass
-    UNION ALL SELECT 'target_rules', t::text FROM reconcile.target_rules t WHERE target = 'acct'::regclass
-    UNION ALL SELECT 'receipts', t::text FROM reconcile.receipts t WHERE target = 'acct'::regclass
-    UNION ALL SELECT 'batch_objects', t::text FROM reconcile.batch_objects t WHERE target = 'acct'::regclass
-    UNION ALL SELECT 'cursors', t::text FROM reconcile.cursors t WHERE target = 'acct'::regclass
-    UNION ALL SELECT 'rejects', t::text FROM reconcile.rejects t WHERE target = 'acct'::regclass
-    UNION ALL SELECT 'conflicts', t::text FROM reconcile.conflicts t WHERE target = 'acct'::regclass
-    UNION ALL SELECT 'diff_jobs', t::text FROM reconcile.diff_jobs t
-    UNION ALL SELECT 'diff_runs', t::text FROM reconcile.diff_runs t WHERE job = 'acct'
-    UNION ALL SELECT 'diff_results', t::text FROM reconcile.diff_results t WHERE target = 'acct'::regclass
+-- Every state row of acct, as jsonb, before the upgrade.
+CREATE FUNCTION state_rows() RETURNS TABLE (state text, row_json jsonb) LANGUAGE sql AS $$
+    SELECT 'targets', to_jsonb(t) FROM reconcile.targets t WHERE target = 'acct'::regclass
+    UNION ALL SELECT 'target_rules', to_jsonb(t) FROM reconcile.target_rules t WHERE target = 'acct'::regclass
+    UNION ALL SELECT 'receipts', to_jsonb(t) FROM reconcile.receipts t WHERE target = 'acct'::regclass
+    UNION ALL SELECT 'batch_objects', to_jsonb(t) FROM reconcile.batch_objects t WHERE target = 'acct'::regclass
+    UNION ALL SELECT 'cursors', to_jsonb(t) FROM reconcile.cursors t WHERE target = 'acct'::regclass
+    UNION ALL SELECT 'rejects', to_jsonb(t) FROM reconcile.rejects t WHERE target = 'acct'::regclass
+    UNION ALL SELECT 'conflicts', to_jsonb(t) FROM reconcile.conflicts t WHERE target = 'acct'::regclass
+    UNION ALL SELECT 'diff_jobs', to_jsonb(t) FROM reconcile.diff_jobs t
+    UNION ALL SELECT 'diff_runs', to_jsonb(t) FROM reconcile.diff_runs t WHERE job = 'acct'
+    UNION ALL SELECT 'diff_results', to_jsonb(t) FROM reconcile.diff_results t WHERE target = 'acct'::regclass
 $$;
 CREATE TABLE before_upgrade AS SELECT * FROM state_rows();
 SELECT state, count(*) FROM before_upgrade GROUP BY state ORDER BY state;
@@ -50,9 +50,15 @@ SELECT state, count(*) FROM before_upgrade GROUP BY state ORDER BY state;
 ALTER EXTENSION reconcile UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'reconcile';
 
--- acct's state is intact, row for row.
-SELECT * FROM (SELECT * FROM before_upgrade EXCEPT SELECT * FROM state_rows()) lost;
-SELECT * FROM (SELECT * FROM state_rows() EXCEPT SELECT * FROM before_upgrade) gained;
+-- acct's state is intact, row for row: every value of every row is still
+-- there (columns 1.1 adds are extra keys) and no row is new.
+CREATE FUNCTION same_row(a jsonb, b jsonb) RETURNS boolean LANGUAGE sql AS $$
+    SELECT (SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(a) e WHERE b ? e.key) = b
+$$;
+SELECT * FROM before_upgrade b
+ WHERE NOT EXISTS (SELECT FROM state_rows() a WHERE a.state = b.state AND same_row(a.row_json, b.row_json));
+SELECT * FROM state_rows() a
+ WHERE NOT EXISTS (SELECT FROM before_upgrade b WHERE a.state = b.state AND same_row(a.row_json, b.row_json));
 -- The dropped table's state is gone; its diff run stays without its side.
 SELECT count(*) AS orphans FROM (
     SELECT target FROM reconcile.targets UNION ALL SELECT target FROM reconcile.receipts
@@ -137,5 +143,68 @@ SELECT * FROM (SELECT * FROM upgraded EXCEPT SELECT * FROM schema_text()) only_u
 SELECT * FROM (SELECT * FROM schema_text() EXCEPT SELECT * FROM upgraded) only_fresh;
 
 DROP TABLE before_upgrade, upgraded;
-DROP FUNCTION state_rows(), schema_text();
+DROP FUNCTION state_rows(), schema_text(), same_row(jsonb, jsonb);
+DROP EXTENSION reconcile;
+
+-- ---- stage: 1.0's registrations and calls under 1.1 (object versions,
+-- load options, the schema drift policy) ----
+CREATE EXTENSION reconcile VERSION '1.0';
+CREATE TABLE item (id int PRIMARY KEY, name text, v bigint NOT NULL,
+                   gone boolean NOT NULL DEFAULT false, h bytea);
+CREATE TABLE item_stage (object_key text, source_row int, operation text, id text, name text, v text);
+-- A stage with a column item does not have.
+CREATE TABLE item_wide (LIKE item_stage);
+ALTER TABLE item_wide ADD COLUMN note text;
+SELECT reconcile_register('item', '{id}', 'v', 'gone', 'h', 'abort');
+INSERT INTO item_stage VALUES ('a', 1, 'UPSERT', '1', 'Ann', '1'), ('a', 2, 'UPSERT', 'x', 'Bad', '1');
+INSERT INTO item_wide VALUES ('w', 1, 'UPSERT', '9', 'Wes', '1', 'a note'),
+                             ('w2', 1, 'UPSERT', '8', 'Wyn', '1', 'a note');
+SELECT status, inserted, rejected FROM reconcile_batch('item', 'item_stage',
+    '[{"object_key":"a","version_id":"1","content_hash":"ha","rows":2}]', 'feed', 'a@1');
+-- Under the 1.0 schema a batch keeps 1.0's behaviour: the unknown column
+-- is ignored.
+SELECT status, inserted FROM reconcile_batch('item', 'item_wide',
+    '[{"object_key":"w","version_id":"1","content_hash":"hw","rows":1}]');
+ALTER EXTENSION reconcile UPDATE;
+-- The 1.0 registration has no options (the defaults); 1.0's reject names
+-- no version.
+SELECT options FROM reconcile.targets WHERE target = 'item'::regclass;
+SELECT object_key, version_id, source_row FROM reconcile.rejects WHERE target = 'item'::regclass;
+-- 1.0's calls keep working: a positional replay, a named new batch.
+SELECT status, inserted, rejected FROM reconcile_batch('item', 'item_stage',
+    '[{"object_key":"a","version_id":"1","content_hash":"ha","rows":2}]', 'feed', 'a@1');
+INSERT INTO item_stage VALUES ('b', 1, 'UPSERT', '2', 'Bob', '1');
+SELECT status, inserted FROM reconcile_batch(target => 'item', staged => 'item_stage',
+    manifest => '[{"object_key":"b","version_id":"1","content_hash":"hb","rows":1}]',
+    source => 'feed', "cursor" => 'b@1');
+SELECT reconcile_register('item', '{id}', 'v', 'gone', 'h', 'abort', '{name}');
+SELECT reconcile_register(target => 'item', key_columns => '{id}', version_column => 'v',
+                          deleted_column => 'gone', hash_column => 'h', conflict_policy => 'abort');
+-- Upgrade note: after the update, a staged column that is neither a
+-- loader column nor a target column is refused unless the batch (or the
+-- registration) accepts it.
+SELECT * FROM reconcile_batch('item', 'item_wide',
+    '[{"object_key":"w2","version_id":"1","content_hash":"hw2","rows":1}]');
+SELECT status, inserted FROM reconcile_batch('item', 'item_wide',
+    '[{"object_key":"w2","version_id":"1","content_hash":"hw2","rows":1}]',
+    options => '{"unknown_columns": "ignore"}');
+SELECT id, name, v FROM item ORDER BY id;
+-- 1.1's reject limit on the registration: a batch beyond it writes nothing.
+SELECT reconcile_register('item', '{id}', 'v', 'gone', 'h', 'abort', options => '{"max_rejects": 0}');
+INSERT INTO item_stage VALUES ('c', 1, 'UPSERT', '3', 'Cy', 'v?');
+SELECT * FROM reconcile_batch('item', 'item_stage',
+    '[{"object_key":"c","version_id":"1","content_hash":"hc","rows":1}]', 'feed', 'c@1');
+SELECT "position" FROM reconcile.cursors WHERE target = 'item'::regclass;
+-- Object versions: a version_id column lets one batch load two versions
+-- of one object; batch_objects keeps both.
+ALTER TABLE item_stage ADD COLUMN version_id text;
+INSERT INTO item_stage VALUES ('e', 1, 'UPSERT', '5', 'Eve', '1', 'e1'),
+                              ('e', 1, 'UPSERT', '5', 'Eva', '2', 'e2');
+SELECT status, inserted, stale FROM reconcile_batch('item', 'item_stage',
+    '[{"object_key":"e","version_id":"e1","content_hash":"he1","rows":1},
+      {"object_key":"e","version_id":"e2","content_hash":"he2","rows":1}]');
+SELECT object_key, version_id FROM reconcile.batch_objects
+ WHERE target = 'item'::regclass ORDER BY object_key, version_id;
+SELECT id, name, v FROM item ORDER BY id;
+DROP TABLE item, item_stage, item_wide;
 DROP EXTENSION reconcile;

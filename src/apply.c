@@ -1,7 +1,8 @@
 /*
  * apply.c
  *		The general write path: winners collected in a temporary table and
- *		applied with one INSERT and two UPDATE statements.
+ *		applied with one INSERT and two UPDATE statements (and, for a
+ *		resolution, a third that replaces a row at its own version).
  *
  * The statements run with the caller's rights, so everything a statement
  * honours is honoured: statement and row triggers, transition tables,
@@ -23,6 +24,7 @@
 #include "catalog/pg_operator.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -38,7 +40,8 @@ struct ApplyWriter
 	Relation	rel;
 	BulkInsertState bistate;
 	TupleTableSlot *slot;
-	int64		nactions[3];	/* insert, update, delete */
+	int64		nactions[4];	/* insert, update, delete, replace */
+	bool		filled;			/* every winner queued, the table closed */
 };
 
 /* Columns: keys, version, deleted, hash, payload, action. */
@@ -111,7 +114,8 @@ apply_add(ApplyWriter *m, const Winner *winner, char action)
 	slot->tts_isnull[a] = false;
 	ExecStoreVirtualTuple(slot);
 	table_tuple_insert(m->rel, slot, GetCurrentCommandId(true), 0, m->bistate);
-	m->nactions[action == ACTION_INSERT ? 0 : action == ACTION_UPDATE ? 1 : 2]++;
+	m->nactions[action == ACTION_INSERT ? 0 : action == ACTION_UPDATE ? 1 :
+				action == ACTION_DELETE ? 2 : 3]++;
 }
 
 static void
@@ -126,6 +130,69 @@ apply_check(ApplyWriter *m, const char *what, uint64 expected)
 				 errhint("reconcile_batch refuses to commit a receipt that does not match the target; nothing was applied.")));
 }
 
+/* Every winner is queued: close the table and make its rows visible. */
+static void
+apply_fill_end(ApplyWriter *m)
+{
+	if (m->filled)
+		return;
+	ExecDropSingleTupleTableSlot(m->slot);
+	FreeBulkInsertState(m->bistate);
+	table_close(m->rel, NoLock);
+	CommandCounterIncrement();
+	m->filled = true;
+}
+
+/*
+ * Once every winner is queued: a SELECT of the rows the batch would leave
+ * live in the target (inserted and updated, not tombstones), under the
+ * target's names for the columns a batch loads, in the table's column
+ * order.  reader, the target's owner that runs the dataset checks over
+ * them, is granted SELECT on the temporary table: on this table only, for
+ * as long as it lives (the batch's transaction; no other session can read
+ * a temporary table).
+ */
+char *
+apply_winners_sql(ApplyWriter *m, Oid reader)
+{
+	TargetInfo *t = m->t;
+	TargetColumn **cols;
+	int			ncols = target_loaded_columns(t, &cols);
+	const char *tmp = psprintf("pg_temp.%s", quote_identifier(m->name));
+	StringInfoData sql;
+
+	apply_fill_end(m);
+	if (reader != GetUserId() &&
+		SPI_execute(psprintf("GRANT SELECT ON TABLE %s TO %s", tmp,
+							 quote_identifier(GetUserNameFromId(reader, false))),
+					false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not grant SELECT on %s", m->name);
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	for (int i = 0; i < ncols; i++)
+	{
+		TargetColumn *c = cols[i];
+		char	   *src = NULL;
+
+		if (c == &t->version)
+			src = "w.v";
+		else if (c == &t->deleted)
+			src = "w.d";
+		else if (c == &t->hash)
+			src = "w.h";
+		for (int k = 0; src == NULL && k < t->nkeys; k++)
+			if (c == &t->keys[k])
+				src = psprintf("w.k%d", k + 1);
+		for (int p = 0; src == NULL && p < t->npayload; p++)
+			if (c == &t->payload[p])
+				src = psprintf("w.p%d", p + 1);
+		appendStringInfo(&sql, "%s%s AS %s", i > 0 ? ", " : "", src, quote_identifier(c->name));
+	}
+	appendStringInfo(&sql, " FROM %s AS w WHERE NOT w.d", tmp);
+	return sql.data;
+}
+
 /* Write the queued winners to the target, with the caller's rights. */
 void
 apply_run(ApplyWriter *m)
@@ -134,19 +201,18 @@ apply_run(ApplyWriter *m)
 	StringInfoData cols,
 				sel,
 				keymatch,
-				set;
+				set,
+				keep;
 	const char *tmp = psprintf("pg_temp.%s", quote_identifier(m->name));
 	char	   *sql;
 
-	ExecDropSingleTupleTableSlot(m->slot);
-	FreeBulkInsertState(m->bistate);
-	table_close(m->rel, NoLock);
-	CommandCounterIncrement();
+	apply_fill_end(m);
 
 	initStringInfo(&cols);
 	initStringInfo(&sel);
 	initStringInfo(&keymatch);
 	initStringInfo(&set);
+	initStringInfo(&keep);
 	for (int i = 0; i < t->nkeys; i++)
 	{
 		HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(t->key_eq_ops[i]));
@@ -171,6 +237,9 @@ apply_run(ApplyWriter *m)
 		appendStringInfo(&cols, ", %s", quote_identifier(t->payload[i].name));
 		appendStringInfo(&sel, ", w.p%d", i + 1);
 		appendStringInfo(&set, ", %s = w.p%d", quote_identifier(t->payload[i].name), i + 1);
+		appendStringInfo(&keep, ", %s = CASE WHEN w.d THEN t.%s ELSE w.p%d END",
+						 quote_identifier(t->payload[i].name),
+						 quote_identifier(t->payload[i].name), i + 1);
 	}
 
 	if (m->nactions[0] > 0)
@@ -203,6 +272,22 @@ apply_run(ApplyWriter *m)
 		if (SPI_execute(sql, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not update %s", t->relname);
 		apply_check(m, "tombstone UPDATE", m->nactions[2]);
+	}
+	if (m->nactions[3] > 0)
+	{
+		/*
+		 * A resolution's replacement of the payload at the row's own version
+		 * (resolve.c checked the row's hash under the lock); a tombstone
+		 * keeps the row's last payload.
+		 */
+		sql = psprintf("UPDATE %s AS t SET %s = w.d, %s = w.h%s FROM %s AS w"
+					   " WHERE w.a OPERATOR(pg_catalog.=) 'R'%s AND t.%s OPERATOR(pg_catalog.=) w.v",
+					   t->qualname, quote_identifier(t->deleted.name),
+					   quote_identifier(t->hash.name), keep.data, tmp, keymatch.data,
+					   quote_identifier(t->version.name));
+		if (SPI_execute(sql, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not update %s", t->relname);
+		apply_check(m, "replacing UPDATE", m->nactions[3]);
 	}
 	if (SPI_execute(psprintf("DROP TABLE %s", tmp), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not drop %s", m->name);

@@ -21,6 +21,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
+#include "utils/numeric.h"
 #include "utils/snapmgr.h"
 #include "utils/tuplestore.h"
 
@@ -60,19 +61,100 @@ check_row_counts(BatchState *b)
 		if (b->staged_rows[i] != e->rows)
 			ereport(ERROR,
 					(errcode(ERRCODE_CARDINALITY_VIOLATION),
-					 errmsg("batch %s is incomplete: object \"%s\" has " INT64_FORMAT " staged rows, the manifest says " INT64_FORMAT,
-							b->batch_id, e->object_key, b->staged_rows[i], e->rows),
+					 errmsg("batch %s is incomplete: object \"%s\"%s has " INT64_FORMAT " staged rows, the manifest says " INT64_FORMAT,
+							b->batch_id, e->object_key,
+							b->staged_versions ? psprintf(" version \"%s\"", e->version_id) : "",
+							b->staged_rows[i], e->rows),
 					 errdetail("Staged relation \"%s\" must hold every row of every object in the manifest, and no more.",
 							   relation_display_name(b->staged)),
 					 errhint("Finish staging the object (or correct its row count) and call reconcile_batch again; nothing was applied.")));
 	}
 }
 
+/* How many rejects the error of a batch beyond its reject limit names. */
+#define REJECTS_NAMED 5
+
+/*
+ * The reject policy (options max_rejects, max_reject_share): a batch with
+ * more rejected rows than the limit fails, naming its first rejects (in
+ * object and row order, as reconcile.rejects holds them until the error
+ * rolls them back with the rest of the batch).  A share is compared
+ * exactly, as numeric: rejected > share * staged rows.
+ */
+static void
+check_reject_limit(BatchState *b)
+{
+	LoadOptions *o = &b->options;
+	int64		rejected = b->totals[DISP_REJECTED];
+	int64		staged = 0;
+	const char *limit = NULL;
+	StringInfoData named;
+	StateUser	su;
+	Oid			types[2] = {REGCLASSOID, TEXTOID};
+	Datum		args[2];
+
+	for (int i = 0; i < b->manifest->nentries; i++)
+		staged += b->staged_rows[i];
+	if (o->max_rejects >= 0 && rejected > o->max_rejects)
+		limit = psprintf("max_rejects is " INT64_FORMAT, o->max_rejects);
+	else if (o->max_reject_share != NULL &&
+			 DatumGetBool(DirectFunctionCall2(numeric_gt,
+											  NumericGetDatum(int64_to_numeric(rejected)),
+											  DirectFunctionCall2(numeric_mul,
+																  NumericGetDatum(o->max_reject_share),
+																  NumericGetDatum(int64_to_numeric(staged))))))
+		limit = psprintf("max_reject_share is %s",
+						 DatumGetCString(DirectFunctionCall1(numeric_out,
+															 NumericGetDatum(o->max_reject_share))));
+	if (limit == NULL)
+		return;
+
+	args[0] = ObjectIdGetDatum(b->target->relid);
+	args[1] = CStringGetTextDatum(b->batch_id);
+	/* Not read-only: a new snapshot that sees the rejects just written. */
+	state_user_enter(&su);
+	if (SPI_execute_with_args(b->staged_versions ?
+							  "SELECT object_key, source_row, column_name, reason, version_id"
+							  " FROM reconcile.rejects WHERE target OPERATOR(pg_catalog.=) $1"
+							  " AND batch_id OPERATOR(pg_catalog.=) $2"
+							  " ORDER BY object_key COLLATE \"C\", version_id COLLATE \"C\", source_row, column_name COLLATE \"C\", reason COLLATE \"C\"" :
+							  "SELECT object_key, source_row, column_name, reason"
+							  " FROM reconcile.rejects WHERE target OPERATOR(pg_catalog.=) $1"
+							  " AND batch_id OPERATOR(pg_catalog.=) $2"
+							  " ORDER BY object_key COLLATE \"C\", source_row, column_name COLLATE \"C\", reason COLLATE \"C\"",
+							  2, types, args, NULL, false, REJECTS_NAMED) != SPI_OK_SELECT)
+		elog(ERROR, "could not read reconcile.rejects");
+	state_user_leave(&su);
+	initStringInfo(&named);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		char	   *row = SPI_getvalue(tup, desc, 2);
+		char	   *column = SPI_getvalue(tup, desc, 3);
+
+		appendStringInfo(&named, "%sobject \"%s\"%s row %s%s: %s",
+						 i > 0 ? "; " : "", SPI_getvalue(tup, desc, 1),
+						 b->staged_versions ? psprintf(" version \"%s\"", SPI_getvalue(tup, desc, 5)) : "",
+						 row ? row : "NULL",
+						 column ? psprintf(" column \"%s\"", column) : "",
+						 SPI_getvalue(tup, desc, 4));
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_EXCEPTION),
+			 errmsg("batch %s is beyond the reject limit of table \"%s\": " INT64_FORMAT " of " INT64_FORMAT " staged rows rejected (%s)",
+					b->batch_id, b->target->relname, rejected, staged, limit),
+			 errdetail("First rejects, in object and row order: %s.", named.data),
+			 errhint("Correct the staged rows, or raise the limit with the options of reconcile_batch or reconcile_register, and call reconcile_batch again; nothing was applied.")));
+}
+
 /*
  * reconcile_batch(target regclass, staged regclass, manifest jsonb,
- *                 source text DEFAULT NULL, cursor text DEFAULT NULL)
+ *                 source text DEFAULT NULL, cursor text DEFAULT NULL,
+ *                 options jsonb DEFAULT NULL)
  *		Applies the staged rows of one manifest's batch to target, once per
  *		batch_id; returns SETOF reconcile.receipt (one row, the receipt).
+ *		Called through 1.0's definition it has no options argument.
  */
 Datum
 reconcile_batch(PG_FUNCTION_ARGS)
@@ -132,6 +214,19 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	b->target = target_load(PG_GETARG_OID(0));
 
 	/*
+	 * The batch's options over the registration's (options.c).  Called
+	 * through 1.0's definition (five arguments: the library is newer than
+	 * the schema until ALTER EXTENSION reconcile UPDATE), a batch keeps 1.0's
+	 * behaviour and ignores staged columns it does not know, since its
+	 * caller has no way to say otherwise.
+	 */
+	b->options = b->target->options;
+	if (PG_NARGS() <= 5)
+		b->options.ignore_unknown_columns = true;
+	else if (!PG_ARGISNULL(5))
+		load_options_apply(&b->options, PG_GETARG_JSONB_P(5), "reconcile_batch");
+
+	/*
 	 * One session at a time per manifest and target.  A batch is identified
 	 * by its target and batch id: the same manifest may be loaded into other
 	 * targets at the same time, and nothing done to another table (by
@@ -159,7 +254,7 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	receipt_check_objects(b);
-	b->rules = batch_rules_load(b->target->relid, b->staged);	/* rules_attach.c */
+	b->rules = batch_rules_load(b->target, b->staged);	/* rules_attach.c */
 	{
 		int64		total = 0;
 
@@ -168,11 +263,12 @@ reconcile_batch(PG_FUNCTION_ARGS)
 		progress_start(b->target->relid, total);
 	}
 	progress_phase(PHASE_READING);
-	batch_rules_context_push(b);	/* rules_attach.c: run-time errors mention the rules */
+	batch_rules_context_push(b);	/* rules_attach.c: row rules evaluated in the read */
 	stage_read(b);
 	batch_rules_context_pop(b);
 	check_row_counts(b);
-	batch_rules_gate(b);		/* rules_attach.c: fail rules and dataset checks */
+	check_reject_limit(b);
+	batch_rules_gate(b);		/* rules_attach.c: fail rules (dataset checks: merge.c) */
 	pause_point("staged");
 	merge_batch(b);
 	stage_release(b);			/* the parallel read's shared sort, now read */

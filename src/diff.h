@@ -77,6 +77,9 @@ typedef struct DiffColumn
 	DiffTolerance tolerance;
 	Datum		tol_numeric;
 	int64		tol_usecs;
+
+	/* timestamptz against timestamp or date: compared in the diff's zone */
+	bool		in_zone;
 } DiffColumn;
 
 typedef struct DiffSpec
@@ -87,6 +90,7 @@ typedef struct DiffSpec
 	char	   *tname;
 	char	   *squal;			/* quoted, schema-qualified, for SQL */
 	char	   *tqual;
+	char	   *time_zone;		/* zone of naive times and bounds; "UTC" */
 
 	int			nkeys;
 	DiffColumn *keys;
@@ -94,7 +98,8 @@ typedef struct DiffSpec
 	DiffColumn *cols;
 
 	/* Window on the updated column, and the cutoff. */
-	char	   *supd;			/* quoted column names, or NULL */
+	char	   *upd_name;		/* the source's updated column, or NULL */
+	char	   *supd;			/* expressions reading it, or NULL */
 	char	   *tupd;
 	Oid			upd_type;
 	bool		has_lo;
@@ -128,6 +133,9 @@ typedef struct DiffCounts
 /* diff_execute needs an SPI connection. */
 extern DiffSpec *diff_prepare(Oid source, Oid target, ArrayType *key_columns,
 							  Jsonb *options);
+/* The same checks without the caller's privileges: a job being configured. */
+extern DiffSpec *diff_validate(Oid source, Oid target, ArrayType *key_columns,
+							   Jsonb *options);
 extern void diff_execute(DiffSpec *spec, Tuplestorestate *findings,
 						 TupleDesc findings_desc, DiffCounts *counts);
 extern int64 diff_findings_total(DiffCounts *counts);

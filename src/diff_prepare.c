@@ -13,6 +13,7 @@
 
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_collation.h"
@@ -24,11 +25,13 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "parser/parse_coerce.h"
+#include "pgtime.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -39,17 +42,18 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
+#include "colname.h"
 #include "diff.h"
 #include "jsonread.h"
 #include "state.h"
 
 static const char *const diff_option_names[] = {
 	"compare", "ignore", "target_key_columns", "column_map", "trim_keys",
-	"updated_column", "window", "cutoff", "tolerance",
+	"updated_column", "window", "cutoff", "tolerance", "time_zone", "lookback",
 	"remote", "split_factor", "leaf_rows"
 };
 
-#define DIFF_VALID_OPTIONS "compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, remote, split_factor, leaf_rows"
+#define DIFF_VALID_OPTIONS "compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback, remote, split_factor, leaf_rows"
 
 typedef struct DiffOptions
 {
@@ -65,9 +69,11 @@ typedef struct DiffOptions
 #define OPT_WINDOW		6
 #define OPT_CUTOFF		7
 #define OPT_TOLERANCE	8
-#define OPT_REMOTE		9
-#define OPT_SPLIT		10
-#define OPT_LEAF		11
+#define OPT_TIME_ZONE	9
+#define OPT_LOOKBACK	10
+#define OPT_REMOTE		11
+#define OPT_SPLIT		12
+#define OPT_LEAF		13
 
 /* A name-to-value pair of an option that is a JSON object. */
 typedef struct OptPair
@@ -236,19 +242,6 @@ option_error_context(void *arg)
  * ---------------------------------------------------------------------
  */
 
-static Form_pg_attribute
-find_attribute(TupleDesc desc, const char *name)
-{
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-
-		if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0)
-			return att;
-	}
-	return NULL;
-}
-
 /*
  * A regclass argument may hold the OID of a dropped relation, or any number:
  * that is the caller's mistake, reported as such rather than as relation_open's
@@ -322,6 +315,42 @@ check_select_column(Oid relid, const char *side, const char *column)
 }
 
 /*
+ * A timestamptz against a timestamp or a date is compared as timestamps:
+ * the timestamptz side as its wall-clock time in the diff's time zone
+ * (UTC unless the option "time_zone" names one), the other side as it is
+ * stored.  Converting the naive side to timestamptz instead would read it
+ * in the session's TimeZone, and the same two tables would differ under
+ * one zone and match under another.  The zone goes into the expression
+ * as a literal, not a parameter: the expression is used in select lists,
+ * ORDER BY and WHERE clauses alike, and must stand alone; the zone was
+ * checked to be a known zone name when the option was read.
+ */
+static bool
+zone_compared(DiffSpec *spec, DiffColumn *c, Oid s, Oid t,
+			  const char *sident, const char *tident)
+{
+	Oid			sb = getBaseType(s);
+	Oid			tb = getBaseType(t);
+	const char *zone = quote_literal_cstr(spec->time_zone);
+
+	if (sb == TIMESTAMPTZOID && (tb == TIMESTAMPOID || tb == DATEOID))
+	{
+		c->sexpr = psprintf("pg_catalog.timezone(%s::pg_catalog.text, %s)", zone, sident);
+		c->texpr = psprintf("CAST(%s AS pg_catalog.timestamp)", tident);
+	}
+	else if (tb == TIMESTAMPTZOID && (sb == TIMESTAMPOID || sb == DATEOID))
+	{
+		c->sexpr = psprintf("CAST(%s AS pg_catalog.timestamp)", sident);
+		c->texpr = psprintf("pg_catalog.timezone(%s::pg_catalog.text, %s)", zone, tident);
+	}
+	else
+		return false;
+	c->typid = TIMESTAMPOID;
+	c->in_zone = true;
+	return true;
+}
+
+/*
  * Settle the type both sides of a column are compared in: the same type,
  * or the one the other side's type converts to implicitly (integer and
  * bigint, varchar and text); anything else is an error naming the column.
@@ -348,6 +377,8 @@ resolve_column_type(DiffSpec *spec, DiffColumn *c, Form_pg_attribute sa,
 	}
 	else if (s == t)
 		c->typid = s;
+	else if (zone_compared(spec, c, s, t, sident, tident))
+		;
 	else if (can_coerce_type(1, &t, &s, COERCION_IMPLICIT))
 	{
 		c->typid = s;
@@ -417,19 +448,38 @@ map_column(OptPair *map, int nmap, const char *name)
 	return name;
 }
 
+/*
+ * The column a user's name means (colname.c: the exact spelling, or else
+ * the folded name), or an error naming it, with a hint on case when a
+ * column differs from it only in case.
+ */
 static Form_pg_attribute
 require_attribute(TupleDesc desc, const char *name, const char *role,
 				  const char *side, const char *relname, const char *hint)
 {
-	Form_pg_attribute att = find_attribute(desc, name);
+	Form_pg_attribute att = colname_find(desc, name);
 
 	if (att == NULL)
+	{
+		char	   *case_hint = colname_hint(desc, name);
+
+		if (case_hint)
+			hint = case_hint;
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("%s column \"%s\" does not exist in %s \"%s\"",
 						role, name, side, relname),
 				 hint ? errhint("%s", hint) : 0));
+	}
 	return att;
+}
+
+/* The column's own name, as findings and SQL use it. */
+static char *
+resolve_name(TupleDesc desc, const char *name, const char *role,
+			 const char *side, const char *relname, const char *hint)
+{
+	return pstrdup(NameStr(require_attribute(desc, name, role, side, relname, hint)->attname));
 }
 
 static void
@@ -506,8 +556,30 @@ set_tolerance(DiffSpec *spec, DiffColumn *c, JsonbValue *v)
 	}
 }
 
+/*
+ * A timestamptz read from text in the diff's zone rather than the
+ * session's: a bound without an offset means the same instant under every
+ * TimeZone.  The setting is undone with the nest level, or by the abort of
+ * the (sub)transaction if the input fails.
+ */
 static Datum
-window_bound(DiffSpec *spec, JsonbValue *v, const char *which)
+timestamptz_in_zone(DiffSpec *spec, const char *text, const char *option)
+{
+	int			nest = NewGUCNestLevel();
+	Datum		result;
+
+	(void) set_config_option("TimeZone", spec->time_zone, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	WITH_OPTION_CONTEXT(option,
+						result = DirectFunctionCall3(timestamptz_in, CStringGetDatum(text),
+													 ObjectIdGetDatum(InvalidOid),
+													 Int32GetDatum(-1)));
+	AtEOXact_GUC(true, nest);
+	return result;
+}
+
+static Datum
+window_bound(DiffSpec *spec, JsonbValue *v, const char *which, bool in_zone)
 {
 	char	   *text;
 	Oid			infunc,
@@ -522,6 +594,23 @@ window_bound(DiffSpec *spec, JsonbValue *v, const char *which)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the %s of option \"window\" must be a string, a number or null", which)));
+	/*
+	 * Compared in the zone (timestamptz against timestamp): read as an
+	 * instant, so that an explicit offset counts, then as the zone's
+	 * wall-clock time, as the timestamptz side is read.
+	 */
+	if (in_zone)
+		return DirectFunctionCall2(timestamptz_zone, CStringGetTextDatum(spec->time_zone),
+								   timestamptz_in_zone(spec, text, "window"));
+	if (getBaseType(spec->upd_type) == TIMESTAMPTZOID)
+	{
+		result = timestamptz_in_zone(spec, text, "window");
+		/* A domain's constraints still apply. */
+		if (spec->upd_type != TIMESTAMPTZOID)
+			WITH_OPTION_CONTEXT("window",
+								domain_check(result, false, spec->upd_type, NULL, NULL));
+		return result;
+	}
 	getTypeInputInfo(spec->upd_type, &infunc, &ioparam);
 	WITH_OPTION_CONTEXT("window", result = OidInputFunctionCall(infunc, text, ioparam, -1));
 	return result;
@@ -583,12 +672,67 @@ set_remote_options(DiffSpec *spec, DiffOptions *opts)
 }
 
 /*
- * Check the arguments and options against both sides as they are now and
- * settle what to read and how to compare.  It runs no query, so that every
- * mistake in the arguments is reported before either side is read.
+ * The start of a look-back window: now (the transaction's start) minus
+ * the interval, counted on the wall clock of the diff's zone, so that a
+ * day is a calendar day there whatever the session's TimeZone.
  */
-DiffSpec *
-diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
+static Datum
+lookback_start(DiffSpec *spec, JsonbValue *v, bool in_zone)
+{
+	char	   *text = opt_string(v, "lookback", "an interval, such as \"7 days\"");
+	Interval   *iv;
+	Datum		zone = CStringGetTextDatum(spec->time_zone);
+	Datum		wall;
+	Oid			base = getBaseType(spec->upd_type);
+
+	WITH_OPTION_CONTEXT("lookback",
+						iv = DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum(text),
+																   ObjectIdGetDatum(InvalidOid),
+																   Int32GetDatum(-1))));
+	if (iv->time < 0 || iv->day < 0 || iv->month < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"lookback\" must not be negative"),
+				 errdetail("The window starts that long before now and has no end.")));
+	if (base != TIMESTAMPTZOID && base != TIMESTAMPOID && base != DATEOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"lookback\" needs a date or timestamp updated column"),
+				 errdetail("Updated column \"%s\" is of type %s.", spec->upd_name,
+						   format_type_be(spec->upd_type)),
+				 errhint("Give the option \"window\" with bounds of that type instead.")));
+	wall = DirectFunctionCall2(timestamptz_zone, zone,
+							   TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()));
+	wall = DirectFunctionCall2(timestamp_mi_interval, wall, IntervalPGetDatum(iv));
+	if (base == TIMESTAMPTZOID && !in_zone)
+		return DirectFunctionCall2(timestamp_zone, zone, wall);
+	if (base == DATEOID)
+		return DirectFunctionCall1(timestamp_date, wall);
+	return wall;
+}
+
+/* The option "time_zone": a zone name PostgreSQL knows; "UTC" without it. */
+static char *
+option_time_zone(DiffOptions *opts)
+{
+	char	   *zone;
+
+	if (opts->v[OPT_TIME_ZONE] == NULL)
+		return "UTC";
+	zone = opt_string(opts->v[OPT_TIME_ZONE], "time_zone",
+					  "a time zone name, such as \"America/New_York\"");
+	if (zone[0] == '\0' || pg_tzset(zone) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("time zone \"%s\" of option \"time_zone\" is not recognized", zone),
+				 errhint("Name a zone of pg_timezone_names, such as \"America/New_York\" or \"UTC\".")));
+	return zone;
+}
+
+/* diff_prepare and diff_validate, with or without the privilege checks. */
+static DiffSpec *
+prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
+			 bool check_privileges)
 {
 	DiffSpec   *spec = palloc0(sizeof(DiffSpec));
 	DiffOptions opts;
@@ -608,6 +752,7 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 	char	  **ignore = NULL;
 	int			nignore = 0;
 	const char *map_hint = "Map differing names with the option \"column_map\", or leave the column out.";
+	bool		upd_in_zone = false;
 
 	/* Arguments. */
 	if (ARR_NDIM(key_columns) > 1)
@@ -632,22 +777,21 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						 errmsg("key_columns must not contain nulls")));
 			keys[i] = TextDatumGetCString(elems[i]);
-			for (int j = 0; j < i; j++)
-				if (strcmp(keys[i], keys[j]) == 0)
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("key column \"%s\" is named more than once", keys[i])));
 		}
 	}
 	parse_options(options, &opts);
+	spec->time_zone = option_time_zone(&opts);
 
 	/* Both sides: what they are and whether the caller may read them. */
 	srel = open_side(source, "source");
 	trel = open_side(target, "target");
 	check_relation_kind(srel, "source");
 	check_relation_kind(trel, "target");
-	check_select_any(source, "source");
-	check_select_any(target, "target");
+	if (check_privileges)
+	{
+		check_select_any(source, "source");
+		check_select_any(target, "target");
+	}
 	spec->source = source;
 	spec->target = target;
 	spec->sname = pstrdup(RelationGetRelationName(srel));
@@ -669,11 +813,12 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("option \"column_map\" must map column names to column names"),
 						 errdetail("The value for \"%s\" is not a string.", map[i].name)));
-			map[i].value.val.string.val = pnstrdup(map[i].value.val.string.val,
-												   map[i].value.val.string.len);
-			require_attribute(sdesc, map[i].name, "mapped", "source", spec->sname, NULL);
-			require_attribute(tdesc, map[i].value.val.string.val, "mapped", "target",
-							  spec->tname, NULL);
+			map[i].name = resolve_name(sdesc, map[i].name, "mapped", "source",
+									   spec->sname, NULL);
+			map[i].value.val.string.val =
+				resolve_name(tdesc, pnstrdup(map[i].value.val.string.val,
+											 map[i].value.val.string.len),
+							 "mapped", "target", spec->tname, NULL);
 		}
 	}
 	if (opts.v[OPT_TARGET_KEYS])
@@ -704,15 +849,24 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 		Form_pg_attribute sa,
 					ta;
 
-		c->name = keys[i];
-		c->tname = pstrdup(tkeys ? tkeys[i] : map_column(map, nmap, keys[i]));
-		sa = require_attribute(sdesc, c->name, "key", "source", spec->sname, NULL);
-		ta = require_attribute(tdesc, c->tname, "key", "target", spec->tname,
+		sa = require_attribute(sdesc, keys[i], "key", "source", spec->sname, NULL);
+		c->name = keys[i] = pstrdup(NameStr(sa->attname));
+		for (int j = 0; j < i; j++)
+			if (strcmp(keys[i], keys[j]) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("key column \"%s\" is named more than once", keys[i])));
+		ta = require_attribute(tdesc, tkeys ? tkeys[i] : map_column(map, nmap, c->name),
+							   "key", "target", spec->tname,
 							   "Name the target's key columns with the option \"target_key_columns\", or map them with \"column_map\".");
+		c->tname = pstrdup(NameStr(ta->attname));
 		resolve_column_type(spec, c, sa, ta, "key", trim);
 		prepare_ordering(spec, c);
-		check_select_column(source, "source", c->name);
-		check_select_column(target, "target", c->tname);
+		if (check_privileges)
+		{
+			check_select_column(source, "source", c->name);
+			check_select_column(target, "target", c->tname);
+		}
 	}
 
 	/* Compared columns: the given ones, or all on both sides but the key. */
@@ -722,7 +876,7 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 		ignore = opt_name_array(opts.v[OPT_IGNORE], "ignore", &nignore);
 	for (int i = 0; i < nignore; i++)
 	{
-		require_attribute(sdesc, ignore[i], "ignored", "source", spec->sname, NULL);
+		ignore[i] = resolve_name(sdesc, ignore[i], "ignored", "source", spec->sname, NULL);
 		for (int k = 0; k < nkeys; k++)
 			if (strcmp(ignore[i], keys[k]) == 0)
 				ereport(ERROR,
@@ -739,7 +893,7 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 
 			for (int k = 0; !skip && k < nkeys; k++)
 				skip = strcmp(NameStr(att->attname), keys[k]) == 0;
-			if (!skip && find_attribute(tdesc, map_column(map, nmap, NameStr(att->attname))) == NULL)
+			if (!skip && colname_find(tdesc, map_column(map, nmap, NameStr(att->attname))) == NULL)
 				skip = true;
 			if (!skip)
 				compare[ncompare++] = pstrdup(NameStr(att->attname));
@@ -753,6 +907,7 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 					ta;
 		bool		skip = false;
 
+		compare[i] = resolve_name(sdesc, compare[i], "compared", "source", spec->sname, NULL);
 		for (int k = 0; k < nkeys; k++)
 			if (strcmp(compare[i], keys[k]) == 0)
 				ereport(ERROR,
@@ -772,13 +927,17 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 			continue;
 		c = &spec->cols[spec->ncols++];
 		c->name = compare[i];
-		c->tname = pstrdup(map_column(map, nmap, compare[i]));
 		sa = require_attribute(sdesc, c->name, "compared", "source", spec->sname, NULL);
-		ta = require_attribute(tdesc, c->tname, "compared", "target", spec->tname, map_hint);
+		ta = require_attribute(tdesc, map_column(map, nmap, compare[i]), "compared", "target",
+							   spec->tname, map_hint);
+		c->tname = pstrdup(NameStr(ta->attname));
 		resolve_column_type(spec, c, sa, ta, "compared", false);
 		prepare_comparison(c);
-		check_select_column(source, "source", c->name);
-		check_select_column(target, "target", c->tname);
+		if (check_privileges)
+		{
+			check_select_column(source, "source", c->name);
+			check_select_column(target, "target", c->tname);
+		}
 	}
 
 	/* Tolerances, on compared columns only. */
@@ -791,9 +950,11 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 		for (int i = 0; i < ntol; i++)
 		{
 			DiffColumn *c = NULL;
+			Form_pg_attribute att = colname_find(sdesc, tol[i].name);
+			const char *name = att ? NameStr(att->attname) : tol[i].name;
 
 			for (int j = 0; j < spec->ncols; j++)
-				if (strcmp(spec->cols[j].name, tol[i].name) == 0)
+				if (strcmp(spec->cols[j].name, name) == 0)
 					c = &spec->cols[j];
 			if (c == NULL)
 				ereport(ERROR,
@@ -810,12 +971,16 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 	{
 		char	   *supd = opt_string(opts.v[OPT_UPDATED], "updated_column",
 									  "the name of the source's column of last update");
-		const char *tupd = map_column(map, nmap, supd);
 		Form_pg_attribute sa = require_attribute(sdesc, supd, "updated", "source",
 												 spec->sname, NULL);
-		Form_pg_attribute ta = require_attribute(tdesc, tupd, "updated", "target",
-												 spec->tname, map_hint);
+		Form_pg_attribute ta;
+		const char *tupd;
 		DiffColumn	tmp;
+
+		supd = pstrdup(NameStr(sa->attname));
+		ta = require_attribute(tdesc, map_column(map, nmap, supd), "updated", "target",
+							   spec->tname, map_hint);
+		tupd = NameStr(ta->attname);
 
 		memset(&tmp, 0, sizeof(tmp));
 		tmp.name = supd;
@@ -825,11 +990,16 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 					(errcode(ERRCODE_UNDEFINED_FUNCTION),
 					 errmsg("updated column \"%s\" of type %s cannot be ordered",
 							supd, format_type_be(tmp.typid))));
+		spec->upd_name = supd;
 		spec->supd = tmp.sexpr;
 		spec->tupd = tmp.texpr;
 		spec->upd_type = tmp.typid;
-		check_select_column(source, "source", supd);
-		check_select_column(target, "target", tupd);
+		upd_in_zone = tmp.in_zone;
+		if (check_privileges)
+		{
+			check_select_column(source, "source", supd);
+			check_select_column(target, "target", tupd);
+		}
 	}
 	if (opts.v[OPT_WINDOW])
 	{
@@ -851,12 +1021,12 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 		if (bounds[0].type != jbvNull)
 		{
 			spec->has_lo = true;
-			spec->window_lo = window_bound(spec, &bounds[0], "start");
+			spec->window_lo = window_bound(spec, &bounds[0], "start", upd_in_zone);
 		}
 		if (bounds[1].type != jbvNull)
 		{
 			spec->has_hi = true;
-			spec->window_hi = window_bound(spec, &bounds[1], "end");
+			spec->window_hi = window_bound(spec, &bounds[1], "end", upd_in_zone);
 		}
 		if (spec->has_lo && spec->has_hi)
 		{
@@ -870,6 +1040,21 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("option \"window\" is empty: its start is after its end")));
 		}
+	}
+	if (opts.v[OPT_LOOKBACK])
+	{
+		if (spec->supd == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"lookback\" needs option \"updated_column\""),
+					 errdetail("The look-back window bounds the column of last update, which \"updated_column\" names.")));
+		if (opts.v[OPT_WINDOW])
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("options \"window\" and \"lookback\" cannot be combined"),
+					 errhint("Use \"window\" for fixed bounds, \"lookback\" for the time up to now.")));
+		spec->has_lo = true;
+		spec->window_lo = lookback_start(spec, opts.v[OPT_LOOKBACK], upd_in_zone);
 	}
 	if (opts.v[OPT_CUTOFF])
 	{
@@ -892,4 +1077,27 @@ diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
 	relation_close(srel, AccessShareLock);
 	relation_close(trel, AccessShareLock);
 	return spec;
+}
+
+/*
+ * Check the arguments and options against both sides as they are now and
+ * settle what to read and how to compare.  It runs no query, so that every
+ * mistake in the arguments is reported before either side is read.
+ */
+DiffSpec *
+diff_prepare(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
+{
+	return prepare_spec(source, target, key_columns, options, true);
+}
+
+/*
+ * The same checks, leaving out the caller's right to read the sides: a
+ * job is configured by a role that need not be the one that runs it, and
+ * each run checks its runner's rights.  The resolved column names are in
+ * the result.
+ */
+DiffSpec *
+diff_validate(Oid source, Oid target, ArrayType *key_columns, Jsonb *options)
+{
+	return prepare_spec(source, target, key_columns, options, false);
 }

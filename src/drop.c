@@ -8,9 +8,9 @@
  * next, in this database or in a restored copy of it, and show that
  * relation's readers the dropped table's raw values.  So a drop takes the
  * state with it: registration, rules, receipts, objects, cursors, rejects,
- * conflicts, and the findings of diff runs that read the relation.  The
- * runs themselves stay in the job's history, with the dropped side set to
- * NULL (they then show to the role that ran them only).
+ * conflicts, resolutions, and the findings of diff runs that read the
+ * relation.  The runs themselves stay in the job's history, with the
+ * dropped side set to NULL (they then show to the role that ran them only).
  *
  * The trigger fires for every role and every DROP in the database, so it
  * does nothing unless a relation was dropped, and tolerates state tables
@@ -43,6 +43,7 @@ static const ForgetStep forget_steps[] = {
 	{"cursors", "DELETE FROM reconcile.cursors WHERE target OPERATOR(pg_catalog.=) ANY ($1)"},
 	{"rejects", "DELETE FROM reconcile.rejects WHERE target OPERATOR(pg_catalog.=) ANY ($1)"},
 	{"conflicts", "DELETE FROM reconcile.conflicts WHERE target OPERATOR(pg_catalog.=) ANY ($1)"},
+	{"resolutions", "DELETE FROM reconcile.resolutions WHERE target OPERATOR(pg_catalog.=) ANY ($1)"},
 	{"batch_objects", "DELETE FROM reconcile.batch_objects WHERE target OPERATOR(pg_catalog.=) ANY ($1)"},
 	{"receipts", "DELETE FROM reconcile.receipts WHERE target OPERATOR(pg_catalog.=) ANY ($1)"},
 	{"diff_results", "DELETE FROM reconcile.diff_results WHERE run_id OPERATOR(pg_catalog.=) ANY"

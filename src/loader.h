@@ -74,6 +74,12 @@ typedef struct BatchState
 
 	/* A parallel read's shared sort, until batch.c releases it (stage.c). */
 	struct dsm_segment *stage_seg;
+
+	/* The registration's load options, with the batch's over them (options.c). */
+	LoadOptions options;
+
+	/* The staged relation has a version_id column (stage.c). */
+	bool		staged_versions;
 } BatchState;
 
 extern void stage_read(BatchState *batch);

@@ -4,7 +4,7 @@
  *		batch id from it.
  *
  * The canonical form is what a client hashes to predict the batch id: the
- * entries sorted by object_key (bytewise, UTF-8), each written as
+ * entries sorted by object_key, then version_id (bytewise, UTF-8), each written as
  * {"object_key":...,"version_id":...,"content_hash":...,"rows":N} with
  * no blanks, joined with commas inside [ ].  Strings are escaped as JSON
  * requires and no more, which is what Python's
@@ -228,8 +228,20 @@ parse_entry(ManifestParse *ps, int n, JsonbValue *elem, ManifestEntry *entry)
 				 errhint("Split the objects into several batches, each with a manifest of its own.")));
 }
 
+/* Entries are ordered by object_key, then version_id, both bytewise. */
 static int
 compare_entries(const void *a, const void *b)
+{
+	const ManifestEntry *ea = (const ManifestEntry *) a;
+	const ManifestEntry *eb = (const ManifestEntry *) b;
+	int			c = strcmp(ea->object_key, eb->object_key);
+
+	return c != 0 ? c : strcmp(ea->version_id, eb->version_id);
+}
+
+/* For a look-up by object_key alone: the object is listed in one version. */
+static int
+compare_object_keys(const void *a, const void *b)
 {
 	return strcmp(((const ManifestEntry *) a)->object_key,
 				  ((const ManifestEntry *) b)->object_key);
@@ -322,14 +334,26 @@ manifest_parse(Jsonb *jb)
 	}
 	Assert(n == m->nentries);
 
+	/*
+	 * Several versions of one object may be listed (a stage with a
+	 * version_id column tells their rows apart, stage.c); one version twice
+	 * may not.
+	 */
 	qsort(m->entries, m->nentries, sizeof(ManifestEntry), compare_entries);
+	m->repeated_object = -1;
 	for (int i = 1; i < m->nentries; i++)
-		if (strcmp(m->entries[i - 1].object_key, m->entries[i].object_key) == 0)
+	{
+		if (strcmp(m->entries[i - 1].object_key, m->entries[i].object_key) != 0)
+			continue;
+		if (strcmp(m->entries[i - 1].version_id, m->entries[i].version_id) == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("manifest lists object \"%s\" more than once",
-							m->entries[i].object_key),
-					 errhint("A batch loads each object once; list one version of it.")));
+					 errmsg("manifest lists object \"%s\" version \"%s\" more than once",
+							m->entries[i].object_key, m->entries[i].version_id),
+					 errhint("A batch loads each object version once.")));
+		if (m->repeated_object < 0)
+			m->repeated_object = i - 1;
+	}
 
 	initStringInfo(&buf);
 	sha = reconcile_sha256_begin();
@@ -410,9 +434,13 @@ manifest_array(Manifest *m, ManifestField field)
 	return m->arrays[field];
 }
 
-/* Index of an object in the manifest's sorted entries, or -1. */
+/*
+ * Index of an object version in the manifest's sorted entries, or -1.
+ * Without a version_id, the object's only entry (the caller made sure that
+ * no object is listed in two versions: repeated_object).
+ */
 int
-manifest_find(const Manifest *m, const char *object_key)
+manifest_find(const Manifest *m, const char *object_key, const char *version_id)
 {
 	ManifestEntry key;
 	ManifestEntry *found;
@@ -420,8 +448,9 @@ manifest_find(const Manifest *m, const char *object_key)
 	if (m->nentries == 0)
 		return -1;
 	key.object_key = (char *) object_key;
+	key.version_id = (char *) version_id;
 	found = bsearch(&key, m->entries, m->nentries, sizeof(ManifestEntry),
-					compare_entries);
+					version_id != NULL ? compare_entries : compare_object_keys);
 	return found ? (int) (found - m->entries) : -1;
 }
 

@@ -29,13 +29,16 @@ typedef enum ManifestField
 typedef struct Manifest
 {
 	int			nentries;
-	ManifestEntry *entries;		/* sorted by object_key, bytewise */
+	ManifestEntry *entries;		/* sorted by object_key, version_id, bytewise */
+	int			repeated_object;	/* first entry of an object listed in two
+									 * versions, or -1 */
 	char		batch_id[RECONCILE_HEX_LEN + 1];
 	Datum		arrays[MANIFEST_NFIELDS];	/* manifest_array(), made once */
 } Manifest;
 
 extern Manifest *manifest_parse(Jsonb *manifest);
-extern int	manifest_find(const Manifest *manifest, const char *object_key);
+extern int	manifest_find(const Manifest *manifest, const char *object_key,
+						  const char *version_id);
 extern Datum manifest_array(Manifest *manifest, ManifestField field);
 
 #endif							/* RECONCILE_MANIFEST_H */

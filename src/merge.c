@@ -6,9 +6,10 @@
  * The rows arrive grouped by key, highest version first, ties in source
  * order (object_key, source_row).  For each key the first row is the
  * candidate winner.  Two rows with the same version but different payload
- * hashes are a conflict, and so is a winner whose version equals the
- * target row's with another hash: under 'quarantine' every staged row of
- * such a key is held back in reconcile.conflicts, under 'abort' the batch
+ * hashes are a conflict, and so is any row whose version equals the
+ * target row's with another hash, whether or not a higher version is
+ * staged too: under 'quarantine' every staged row of such a key is held
+ * back in reconcile.conflicts, with its payload, under 'abort' the batch
  * fails.  Otherwise the winner is compared with the target row found by
  * probing the key's unique index: a higher version is written (an UPSERT
  * as a live row, a DELETE as a tombstone), an equal one is unchanged and a
@@ -19,21 +20,26 @@
  * Winners are written by one of two paths, which give the same result:
  * the direct path (direct.c) for a plain table without triggers or rules
  * in a READ COMMITTED transaction, the general path (apply.c) for anything
- * else or when reconcile.write_path = 'general'.  Target rows are found by
+ * else or when reconcile.write_path = 'general'.  A target with attached
+ * dataset checks takes the general path: the checks run over its winners
+ * (rules_attach.c) before they are written.  Target rows are found by
  * probe.c.
  */
 #include "postgres.h"
 
 #include "access/nbtree.h"
+#include "catalog/namespace.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/lsyscache.h"
 
 #include "loader.h"
 #include "payload.h"
 #include "probe.h"
 #include "progress.h"
+#include "rules.h"
 #include "state.h"
 #include "writers.h"
 
@@ -45,6 +51,7 @@ typedef struct GroupRow
 	bool		is_delete;
 	int64		version;
 	uint8		hash[RECONCILE_SHA256_LEN];
+	MinimalTuple tuple;			/* rows after the first, for a held payload */
 } GroupRow;
 
 typedef struct Merger
@@ -61,11 +68,13 @@ typedef struct Merger
 	int			maxrows;
 
 	FmgrInfo   *key_eq;			/* equality of each key column */
+	TupleTableSlot *rowslot;	/* reads a GroupRow's tuple */
 
 	Probe	   *probe;
 	Probe	   *latest;			/* REPEATABLE READ: catches concurrent inserts */
 
 	StateBuffer *conflicts;
+	bool		hold_payloads;	/* reconcile.conflicts has the 1.1 columns */
 	int64		nconflicts;
 	StringInfoData named;		/* conflicts named in an 'abort' error */
 
@@ -128,12 +137,60 @@ count_row(Merger *m, GroupRow *row, Disposition d)
 	m->b->totals[d]++;
 }
 
+/* A held row's payload as jsonb (payload.c), from its copy of the sort tuple. */
+static Jsonb *
+held_payload(Merger *m, int i)
+{
+	int			first_payload = SORT_ATT_FIRST_KEY - 1 + m->t->nkeys;
+
+	if (i == 0)
+		return payload_to_jsonb(m->t, &m->values[first_payload], &m->isnull[first_payload]);
+	ExecStoreMinimalTuple(m->rows[i].tuple, m->rowslot, false);
+	slot_getallattrs(m->rowslot);
+	return payload_to_jsonb(m->t, &m->rowslot->tts_values[first_payload],
+							&m->rowslot->tts_isnull[first_payload]);
+}
+
+/*
+ * The target row's payload as jsonb, its columns found by name: a leaf
+ * partition may order them otherwise.
+ */
+static Jsonb *
+target_payload(TargetInfo *t, TupleTableSlot *found)
+{
+	TupleDesc	desc = found->tts_tupleDescriptor;
+	Datum	   *values = palloc(sizeof(Datum) * Max(t->npayload, 1));
+	bool	   *isnull = palloc(sizeof(bool) * Max(t->npayload, 1));
+
+	slot_getallattrs(found);
+	for (int i = 0; i < t->npayload; i++)
+	{
+		int			a;
+
+		for (a = 0; a < desc->natts; a++)
+			if (!TupleDescAttr(desc, a)->attisdropped &&
+				strcmp(NameStr(TupleDescAttr(desc, a)->attname), t->payload[i].name) == 0)
+				break;
+		if (a == desc->natts)
+			elog(ERROR, "column \"%s\" not found in a row of \"%s\"", t->payload[i].name, t->relname);
+		values[i] = found->tts_values[a];
+		isnull[i] = found->tts_isnull[a];
+	}
+	return payload_to_jsonb(t, values, isnull);
+}
+
+/*
+ * Hold back every row of the current key, each with its payload.  A row at
+ * the target's version (found) is recorded with the target's hash and
+ * payload.
+ */
 static void
-record_conflicts(Merger *m, bytea *existing)
+record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 {
 	TargetInfo *t = m->t;
 	char	   *key = key_to_json(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
 	Jsonb	   *keyjb = NULL;
+	Jsonb	   *existing = NULL;
 
 	for (int i = 0; i < m->nrows; i++)
 	{
@@ -144,15 +201,17 @@ record_conflicts(Merger *m, bytea *existing)
 		if (t->abort_on_conflict)
 		{
 			if (m->nconflicts <= CONFLICTS_NAMED)
-				appendStringInfo(&m->named, "%skey %s version " INT64_FORMAT " in object \"%s\" row " INT64_FORMAT,
+				appendStringInfo(&m->named, "%skey %s version " INT64_FORMAT " in object \"%s\"%s row " INT64_FORMAT,
 								 m->nconflicts > 1 ? "; " : "", key, row->version,
 								 m->b->manifest->entries[row->obj].object_key,
+								 m->b->staged_versions ?
+								 psprintf(" version \"%s\"", m->b->manifest->entries[row->obj].version_id) : "",
 								 row->source_row);
 		}
 		else
 		{
-			Datum		values[8];
-			bool		isnull[8] = {false};
+			Datum		values[12];
+			bool		isnull[12] = {false};
 			bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
 
 			SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
@@ -166,8 +225,20 @@ record_conflicts(Merger *m, bytea *existing)
 			values[4] = CStringGetTextDatum(m->b->manifest->entries[row->obj].object_key);
 			values[5] = Int64GetDatum(row->source_row);
 			values[6] = PointerGetDatum(h);
-			values[7] = PointerGetDatum(existing);
-			isnull[7] = (existing == NULL);
+			isnull[7] = !(found && row->version == tversion && thash != NULL);
+			values[7] = isnull[7] ? (Datum) 0 : PointerGetDatum(thash);
+			if (!m->hold_payloads)
+			{
+				state_buffer_add(m->conflicts, values, isnull);
+				continue;
+			}
+			values[8] = CStringGetTextDatum(m->b->manifest->entries[row->obj].version_id);
+			values[9] = BoolGetDatum(row->is_delete);
+			values[10] = JsonbPGetDatum(held_payload(m, i));
+			isnull[11] = !(found && row->version == tversion);
+			if (!isnull[11] && existing == NULL)
+				existing = target_payload(t, found);
+			values[11] = isnull[11] ? (Datum) 0 : JsonbPGetDatum(existing);
 			state_buffer_add(m->conflicts, values, isnull);
 		}
 	}
@@ -213,12 +284,18 @@ merge_group(Merger *m)
 						   key_to_json(t, keys)),
 				 errhint("Retry the transaction.")));
 
-	if (!conflict && found && tversion == w->version && !hash_equals(thash, w->hash))
-		conflict = true;
+	/*
+	 * Any staged row at the target's version with another hash, not only
+	 * the winner: a higher version in the same batch does not make a
+	 * disagreement about the target's own version go away.
+	 */
+	for (int i = 0; found && !conflict && i < m->nrows && m->rows[i].version >= tversion; i++)
+		if (m->rows[i].version == tversion && !hash_equals(thash, m->rows[i].hash))
+			conflict = true;
 
 	if (conflict)
 	{
-		record_conflicts(m, found && tversion == w->version ? thash : NULL);
+		record_conflicts(m, found, tversion, thash);
 		return;
 	}
 
@@ -315,6 +392,20 @@ group_add(Merger *m, TupleTableSlot *slot)
 	row->version = DatumGetInt64(slot_getattr(slot, SORT_ATT_VERSION, &isnull));
 	h = DatumGetByteaPP(slot_getattr(slot, SORT_ATT_HASH, &isnull));
 	memcpy(row->hash, VARDATA_ANY(h), RECONCILE_SHA256_LEN);
+
+	/*
+	 * The first row's values are the group's copy; a later row's tuple is
+	 * kept in case the key is held back with its payload.  Only keys with
+	 * several staged rows pay for it.
+	 */
+	row->tuple = NULL;
+	if (m->nrows > 1 && m->hold_payloads && !m->t->abort_on_conflict)
+	{
+		MemoryContext old = MemoryContextSwitchTo(m->groupcxt);
+
+		row->tuple = ExecCopySlotMinimalTuple(slot);
+		MemoryContextSwitchTo(old);
+	}
 }
 
 /* Pick each key's winner among the sorted staged rows and write it to the target. */
@@ -325,8 +416,8 @@ merge_batch(BatchState *b)
 	TupleTableSlot *slot;
 	bool		in_group = false;
 	int64		nmerged = 0;
-	static const Oid conflict_types[8] = {TEXTOID, REGCLASSOID, JSONBOID, INT8OID,
-	TEXTOID, INT8OID, BYTEAOID, BYTEAOID};
+	static const Oid conflict_types[12] = {TEXTOID, REGCLASSOID, JSONBOID, INT8OID,
+	TEXTOID, INT8OID, BYTEAOID, BYTEAOID, TEXTOID, BOOLOID, JSONBOID, JSONBOID};
 
 	memset(&m, 0, sizeof(m));
 	m.b = b;
@@ -341,11 +432,26 @@ merge_batch(BatchState *b)
 		fmgr_info(m.t->key_eq_procs[i], &m.key_eq[i]);
 	m.rows = palloc(sizeof(GroupRow) * m.maxrows);
 	initStringInfo(&m.named);
-	m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
-									  " key, version, object_key, source_row, staged_hash,"
-									  " existing_hash)"
-									  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))",
-									  8, conflict_types);
+	/*
+	 * Held rows keep their object version and payloads from 1.1 on; the 1.1
+	 * library on a schema not yet updated (ALTER EXTENSION reconcile UPDATE)
+	 * holds the hashes only, as 1.0 did (state.c: state_has_column).
+	 */
+	m.hold_payloads = state_has_column("conflicts", "staged_payload");
+	if (m.hold_payloads)
+		m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
+										  " key, version, object_key, source_row, staged_hash,"
+										  " existing_hash, version_id, deleted, staged_payload,"
+										  " existing_payload)"
+										  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11), pg_catalog.unnest($12))",
+										  12, conflict_types);
+	else
+		m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
+										  " key, version, object_key, source_row, staged_hash,"
+										  " existing_hash)"
+										  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))",
+										  8, conflict_types);
+	m.rowslot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsMinimalTuple);
 
 	/*
 	 * The target is locked against other writers; read it as of now.  Under
@@ -361,7 +467,7 @@ merge_batch(BatchState *b)
 	}
 	else
 		m.probe = probe_open(m.t, GetLatestSnapshot(), true);
-	if (direct_allowed(m.t))
+	if (direct_allowed(m.t) && !batch_rules_has_dataset_checks(b->rules))
 		m.direct = direct_open(m.t);
 	else
 		m.apply = apply_create(m.t, b->batch_id);
@@ -391,6 +497,7 @@ merge_batch(BatchState *b)
 		merge_group_in_context(&m);
 	progress_rows(nmerged);
 	ExecDropSingleTupleTableSlot(slot);
+	ExecDropSingleTupleTableSlot(m.rowslot);
 	tuplesort_end(b->sort);
 	b->sort = NULL;
 
@@ -411,6 +518,9 @@ merge_batch(BatchState *b)
 		direct_close(m.direct);
 	else
 	{
+		/* rules_attach.c: dataset checks over the winners, before any is written */
+		if (batch_rules_has_dataset_checks(b->rules))
+			batch_rules_check_winners(b, apply_winners_sql(m.apply, batch_rules_owner(b->rules)));
 		progress_phase(PHASE_APPLYING);
 		apply_run(m.apply);
 	}

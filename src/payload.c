@@ -214,3 +214,158 @@ key_to_json(TargetInfo *t, Datum *values)
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
 }
+
+/*
+ * The payload as a jsonb object, column name to value, for a held conflict:
+ * the values the hash is over, written under the same pinned settings
+ * (numbers and booleans as such, the rest as their text form; json and
+ * jsonb values as text, as the hash has them).  payload_from_jsonb reads
+ * it back.
+ */
+Jsonb *
+payload_to_jsonb(TargetInfo *t, Datum *values, bool *isnull)
+{
+	JsonbParseState *st = NULL;
+	JsonbValue *volatile res = NULL;
+	OutputSettings saved;
+
+	output_settings_pin(&saved);
+	if (t->payload_names_objects)
+	{
+		OverrideSearchPath path = {NIL, true, false, 0};
+
+		PushOverrideSearchPath(&path);
+	}
+	PG_TRY();
+	{
+		pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+		for (int i = 0; i < t->npayload; i++)
+		{
+			TargetColumn *c = &t->payload[i];
+
+			jsonb_push_key(&st, c->name);
+			jsonb_push_datum(&st, WJB_VALUE, values[i], isnull[i], c->typid, &c->out, 0);
+		}
+		res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
+	}
+	PG_FINALLY();
+	{
+		output_settings_restore(&saved);
+		if (t->payload_names_objects)
+			PopOverrideSearchPath();
+	}
+	PG_END_TRY();
+	return JsonbValueToJsonb(res);
+}
+
+/*
+ * The text of one scalar of a payload or key object, as its column's input
+ * function reads it, or NULL for a JSON null.  what names the column for
+ * the error.
+ */
+static char *
+json_scalar_text(JsonbValue *v, const char *what, const char *column)
+{
+	switch (v->type)
+	{
+		case jbvNull:
+			return NULL;
+		case jbvString:
+			return pnstrdup(v->val.string.val, v->val.string.len);
+		case jbvNumeric:
+			return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
+		case jbvBool:
+			return pstrdup(v->val.boolean ? "true" : "false");
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s value of column \"%s\" is not a JSON scalar", what, column)));
+	}
+	return NULL;				/* keep compiler quiet */
+}
+
+/* The value named name in object jb, or NULL when it has none. */
+static JsonbValue *
+object_field(Jsonb *jb, const char *name)
+{
+	JsonbValue	k;
+
+	k.type = jbvString;
+	k.val.string.val = (char *) name;
+	k.val.string.len = strlen(name);
+	return findJsonbValueFromContainer(&jb->root, JB_FOBJECT, &k);
+}
+
+/*
+ * Read a payload object that payload_to_jsonb wrote back into the target's
+ * types, under the same pinned settings.  The object must name exactly the
+ * target's payload columns: a target registered with other payload columns
+ * since is refused.
+ */
+void
+payload_from_jsonb(TargetInfo *t, Jsonb *jb, Datum *values, bool *isnull)
+{
+	OutputSettings saved;
+
+	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_COUNT(jb) != t->npayload)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a held payload of table \"%s\" does not match its payload columns", t->relname),
+				 errdetail("The payload has %d fields, the registration names %d payload columns.",
+						   JB_ROOT_IS_OBJECT(jb) ? (int) JB_ROOT_COUNT(jb) : -1, t->npayload),
+				 errhint("The target was registered again with other payload columns since the batch; resolve the key by hand.")));
+	output_settings_pin(&saved);
+	PG_TRY();
+	{
+		for (int i = 0; i < t->npayload; i++)
+		{
+			TargetColumn *c = &t->payload[i];
+			JsonbValue *v = object_field(jb, c->name);
+			char	   *text;
+
+			if (v == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("a held payload of table \"%s\" has no column \"%s\"", t->relname, c->name),
+						 errhint("The target was registered again with other payload columns since the batch; resolve the key by hand.")));
+			text = json_scalar_text(v, "held payload", c->name);
+			isnull[i] = (text == NULL);
+			values[i] = InputFunctionCall(&c->in, text, c->ioparam, c->typmod);
+		}
+	}
+	PG_FINALLY();
+	{
+		output_settings_restore(&saved);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Read a key object (as key_to_jsonb writes it) into the target's key
+ * types; the caller checks that it writes back the same.  Refuses a key
+ * that does not name exactly the key columns, or names one null.
+ */
+void
+key_from_jsonb(TargetInfo *t, Jsonb *jb, Datum *values)
+{
+	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_COUNT(jb) != t->nkeys)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("key %s does not name the key columns of table \"%s\"",
+						JsonbToCString(NULL, &jb->root, VARSIZE(jb)), t->relname),
+				 errdetail("A key is a JSON object with one field per key column, as reconcile.conflicts.key shows it.")));
+	for (int i = 0; i < t->nkeys; i++)
+	{
+		TargetColumn *c = &t->keys[i];
+		JsonbValue *v = object_field(jb, c->name);
+		char	   *text = v ? json_scalar_text(v, "key", c->name) : NULL;
+
+		if (text == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("key %s does not name the key columns of table \"%s\"",
+							JsonbToCString(NULL, &jb->root, VARSIZE(jb)), t->relname),
+					 errdetail("Key column \"%s\" is missing or null.", c->name)));
+		values[i] = InputFunctionCall(&c->in, text, c->ioparam, c->typmod);
+	}
+}

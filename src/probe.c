@@ -62,6 +62,37 @@ typedef struct Probe
 
 #define WALK_MAX_STEPS 64
 
+/*
+ * The leaf's index that descends from the target's key index, through
+ * every level of the partition tree: index_get_partition looks one level
+ * down only, and a leaf of a two-level tree (a list partition divided by
+ * hash) has the intermediate partitioned index as its parent.
+ */
+static Oid
+leaf_key_index(Relation leaf, Oid key_index)
+{
+	List	   *indexes = RelationGetIndexList(leaf);
+	ListCell   *lc;
+	Oid			found = InvalidOid;
+
+	foreach(lc, indexes)
+	{
+		Oid			index = lfirst_oid(lc);
+
+		if (get_rel_relispartition(index) &&
+			list_member_oid(get_partition_ancestors(index), key_index))
+		{
+			found = index;
+			break;
+		}
+	}
+	list_free(indexes);
+	if (!OidIsValid(found))
+		elog(ERROR, "partition \"%s\" has no index attached to key index %u",
+			 RelationGetRelationName(leaf), key_index);
+	return found;
+}
+
 /* Open index scans on the target's key index (each leaf's) for probing keys under snapshot. */
 Probe *
 probe_open(TargetInfo *t, Snapshot snapshot, bool walk)
@@ -89,7 +120,7 @@ probe_open(TargetInfo *t, Snapshot snapshot, bool walk)
 
 		part->heap = table_open(relid, AccessShareLock);
 		part->index = index_open(t->partitioned ?
-								 index_get_partition(part->heap, t->key_index) :
+								 leaf_key_index(part->heap, t->key_index) :
 								 t->key_index, AccessShareLock);
 		part->scan = index_beginscan(part->heap, part->index, p->snapshot,
 									 t->nkeys, 0);

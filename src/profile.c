@@ -9,11 +9,13 @@
  * then the column is marked high-cardinality), the one shape text values
  * share if they do (character classes and run lengths), and a reservoir
  * sample of rows.  Candidate cross-column rules (linear relations with
- * coefficients +1/-1 among three or four numeric columns, overall or within
- * one value of a categorical column, and implications between categorical
+ * coefficients +1/-1 among two to four numeric columns, two of them at
+ * least high-cardinality, the others of a few values such as a tiered fee,
+ * with a constant term where the data shows one, overall or within one
+ * value of a categorical column, and implications between categorical
  * columns) are screened on the sample and verified with one counting query
  * each over the whole relation; only those that hold on at least min_share
- * of the rows are proposed.
+ * of the rows, and do not follow from those already found, are proposed.
  *
  * Proposals that hold on every row go under "fail" (not-null, allowed
  * values, non-negative, pattern, exact relations); ranges, which new data
@@ -59,7 +61,9 @@ PG_FUNCTION_INFO_V1(reconcile_discover_rules);
 #define TOP_K 32
 #define TOP_VALUE_MAXLEN 200
 #define MAX_RUNS 12
-#define MAX_LINEAR_COLUMNS 12
+#define MAX_LINEAR_COLUMNS 12	/* high-cardinality terms */
+#define MAX_LOW_CARD_TERMS 4	/* terms with 2 to max_values values (a fee) */
+#define MAX_TERMS (MAX_LINEAR_COLUMNS + MAX_LOW_CARD_TERMS)
 #define MAX_IMPLICATIONS 20
 #define MAX_CONDITIONAL 10
 #define MIN_IMPLICATION_SUPPORT 10
@@ -461,12 +465,21 @@ is_categorical(Profile *p, ColumnProfile *c)
 		c->type != BOOLOID && c->nonnull >= 2 * c->ntop;
 }
 
+/*
+ * A term of a linear relation: a numeric column with finite values that
+ * are not all equal (a constant column enters as the constant term).
+ */
 static bool
-is_linear_candidate(Profile *p, ColumnProfile *c)
+is_linear_term(ColumnProfile *c)
 {
 	return c->numeric && c->mintext != NULL && !c->has_nan && c->min < c->max &&
-		!isinf(c->min) && !isinf(c->max) &&
-		(c->overflow || c->ntop > p->max_values);
+		!isinf(c->min) && !isinf(c->max);
+}
+
+static bool
+is_high_cardinality(Profile *p, ColumnProfile *c)
+{
+	return c->overflow || c->ntop > p->max_values;
 }
 
 /* ---- single-column rules ---- */
@@ -561,23 +574,40 @@ propose_column_rules(Profile *p, List **props)
 
 /* ---- linear relations ---- */
 
+/* What the sample says of sum(signs[j] * col[j]). */
+typedef struct LinearScreen
+{
+	int64		checked;		/* sampled rows with every column set */
+	int64		held;			/* ... where the sum is 0 */
+	bool		has_constant;	/* a nonzero sum is the majority's */
+	double		constant;		/* ... that sum */
+	int64		held_constant;	/* ... and the rows where the sum is it */
+} LinearScreen;
+
 /*
- * Screen sum(signs[j] * col[j]) = 0 on the sample.  holds[s] is set for
- * the sampled rows where every column is set and the relation holds (up
- * to rounding: the columns are compared as doubles here, exactly later).
+ * Screen sum(signs[j] * col[j]) on the sample.  holds[s] is set for the
+ * sampled rows where every column is set and the sum is 0 (up to rounding:
+ * the columns are compared as doubles here, exactly later).  A constant
+ * term must hold on min_share (at least half) of the rows, so it is the
+ * majority's sum, found in one more pass by the Boyer-Moore vote;
+ * holds_constant[s] is set where the sum is that constant.
  */
 static void
 sample_relation(Profile *p, int *cols, int *signs, int k, bool *complete,
-				bool *holds, int64 *checked, int64 *held)
+				bool *holds, bool *holds_constant, double *sums, double *scales,
+				LinearScreen *sc)
 {
-	*checked = *held = 0;
+	double		vote = 0;
+	int64		votes = 0;
+
+	memset(sc, 0, sizeof(LinearScreen));
 	for (int s = 0; s < p->nsampled; s++)
 	{
 		double		sum = 0,
 					scale = 1;
 
 		complete[s] = true;
-		holds[s] = false;
+		holds[s] = holds_constant[s] = false;
 		for (int j = 0; j < k; j++)
 		{
 			if (p->snull[s * p->ncols + cols[j]])
@@ -590,25 +620,68 @@ sample_relation(Profile *p, int *cols, int *signs, int k, bool *complete,
 		}
 		if (!complete[s])
 			continue;
-		(*checked)++;
+		sums[s] = sum;
+		scales[s] = scale;
+		sc->checked++;
 		if (fabs(sum) <= 1e-9 * scale)
 		{
 			holds[s] = true;
-			(*held)++;
+			sc->held++;
 		}
+		if (votes == 0)
+		{
+			vote = sum;
+			votes = 1;
+		}
+		else if (fabs(sum - vote) <= 1e-9 * scale)
+			votes++;
+		else
+			votes--;
 	}
+	if (votes == 0 || sc->held >= sc->checked / 2)
+		return;
+	for (int s = 0; s < p->nsampled; s++)
+		if (complete[s] && fabs(sums[s] - vote) <= 1e-9 * scales[s])
+		{
+			holds_constant[s] = true;
+			sc->held_constant++;
+		}
+	sc->has_constant = true;
+	sc->constant = vote;
 }
 
 /*
- * Verify sum(signs[j] * col[j]) = 0 over the whole relation (only on the
- * rows where column cc is cv, when cc is given) and propose it, written
- * as "y = a + b - c" with y the last column.  Returns whether it held.
+ * The constant term as an SQL literal, without sign: the shortest decimal
+ * that is the sampled sum up to rounding.  Exact types verify it exactly,
+ * so a literal that is not the true constant is not proposed.
+ */
+static char *
+constant_literal(double r)
+{
+	double		a = fabs(r);
+
+	for (int d = 0; d <= 15; d++)
+	{
+		char	   *s = psprintf("%.*f", d, a);
+
+		if (fabs(strtod(s, NULL) - a) <= 1e-9 * (1 + a))
+			return s;
+		pfree(s);
+	}
+	return psprintf("%.17g", a);
+}
+
+/*
+ * Verify sum(signs[j] * col[j]) = r over the whole relation (only on the
+ * rows where column cc is cv, when cc is given) and propose it, written as
+ * "y = a + b - c [+ constant]" with y = cols[y].  constant is NULL for
+ * r = 0, otherwise the literal of |r| with rsign the sign of r.  Returns
+ * whether it held.
  */
 static bool
-propose_linear(Profile *p, List **props, int *cols, int *signs, int k,
-			   ColumnProfile *cc, const char *cv)
+propose_linear(Profile *p, List **props, int *cols, int *signs, int k, int y,
+			   const char *constant, int rsign, ColumnProfile *cc, const char *cv)
 {
-	int			y = k - 1;
 	StringInfoData rhs;
 	StringInfoData notnull;
 	ColumnProfile *cy = &p->cols[cols[y]];
@@ -630,13 +703,15 @@ propose_linear(Profile *p, List **props, int *cols, int *signs, int k,
 		appendStringInfo(&notnull, "%s%s IS NOT NULL", j > 0 ? " AND " : "", c->qname);
 		if (j == y)
 			continue;
-		/* y = -signs[y] * sum(signs[j] * x_j) */
+		/* y = signs[y] * r - signs[y] * sum(signs[j] * x_j) */
 		if (-signs[y] * signs[j] > 0)
 			appendStringInfo(&rhs, "%s%s", first ? "" : " + ", c->qname);
 		else
 			appendStringInfo(&rhs, "%s%s", first ? "-" : " - ", c->qname);
 		first = 0;
 	}
+	if (constant != NULL)
+		appendStringInfo(&rhs, " %c %s", signs[y] * rsign > 0 ? '+' : '-', constant);
 	holds = exact ? psprintf("%s = %s", cy->qname, rhs.data) :
 		psprintf("abs(%s - (%s)) <= 1e-6", cy->qname, rhs.data);
 
@@ -687,15 +762,96 @@ propose_linear(Profile *p, List **props, int *cols, int *signs, int k,
 }
 
 /*
+ * The relations found overall, as rows of coefficients over the candidate
+ * columns and the constant, in echelon form: a candidate that is a linear
+ * combination of them (net_flat = net + fee - 1.5 after net = amount - fee
+ * and net_flat = amount - 1.5) says nothing new and is not proposed.
+ */
+typedef struct LinearBasis
+{
+	int			width;			/* candidates + 1 (the constant) */
+	int			rows;
+	int			pivot[MAX_TERMS + 1];
+	double		row[MAX_TERMS + 1][MAX_TERMS + 1];
+} LinearBasis;
+
+/* Reduce v by the basis; add it and return true if it is independent. */
+static bool
+basis_add(LinearBasis *b, double *v)
+{
+	int			best = -1;
+	double		size = 1;
+
+	for (int j = 0; j < b->width; j++)
+		size = Max(size, fabs(v[j]));
+	for (int i = 0; i < b->rows; i++)
+	{
+		double		f = v[b->pivot[i]];
+
+		for (int j = 0; j < b->width; j++)
+			v[j] -= f * b->row[i][j];
+	}
+	for (int j = 0; j < b->width; j++)
+		if (fabs(v[j]) > 1e-9 * size && (best < 0 || fabs(v[j]) > fabs(v[best])))
+			best = j;
+	if (best < 0)
+		return false;
+	for (int j = 0; j < b->width; j++)
+		b->row[b->rows][j] = v[j] / v[best];
+	b->pivot[b->rows++] = best;
+	return true;
+}
+
+/* A relation found within one category: the category and its coefficients. */
+typedef struct ConditionalRelation
+{
+	int			column;
+	uint32		hash;
+	double		v[MAX_TERMS + 1];
+} ConditionalRelation;
+
+/*
+ * Whether every low-cardinality term (low[j]) earns its place on the
+ * sampled rows where the relation holds (and column ci has the value of
+ * hash, when ci >= 0): a term that is 0 on all but 1 - min_share of them
+ * adds nothing (a flag that is 0 on nearly every row fits any relation,
+ * holding where it is 0).
+ */
+static bool
+low_terms_needed(Profile *p, int *cols, bool *low, int k, bool *holds, int ci, uint32 hash)
+{
+	for (int j = 0; j < k; j++)
+	{
+		int64		rows = 0,
+					nonzero = 0;
+
+		if (!low[j])
+			continue;
+		for (int s = 0; s < p->nsampled; s++)
+		{
+			if (!holds[s] ||
+				(ci >= 0 && (p->snull[s * p->ncols + ci] || p->shash[s * p->ncols + ci] != hash)))
+				continue;
+			rows++;
+			nonzero += p->snum[s * p->ncols + cols[j]] != 0;
+		}
+		if (nonzero <= (1 - p->min_share) * rows)
+			return false;
+	}
+	return true;
+}
+
+/*
  * A relation that fails overall may hold within one category (a balance
  * that adds up one way for credits and another for debits): try each value
  * of each categorical column on the sampled rows where it holds.
  */
 static void
-propose_conditional_linear(Profile *p, List **props, int *cols, int *signs, int k,
-						   bool *complete, bool *holds, int *nconditional)
+propose_conditional_linear(Profile *p, List **props, int *cols, int *signs, bool *low,
+						   int *bits, int k, int y, bool *complete, bool *holds,
+						   const LinearBasis *basis, List **conditional)
 {
-	for (int ci = 0; ci < p->ncols && *nconditional < MAX_CONDITIONAL; ci++)
+	for (int ci = 0; ci < p->ncols && list_length(*conditional) < MAX_CONDITIONAL; ci++)
 	{
 		ColumnProfile *cc = &p->cols[ci];
 		bool		member = false;
@@ -704,10 +860,14 @@ propose_conditional_linear(Profile *p, List **props, int *cols, int *signs, int 
 			member |= cols[j] == ci;
 		if (member || !is_categorical(p, cc))
 			continue;
-		for (int v = 0; v < cc->ntop && *nconditional < MAX_CONDITIONAL; v++)
+		for (int v = 0; v < cc->ntop && list_length(*conditional) < MAX_CONDITIONAL; v++)
 		{
 			int64		support = 0,
 						held = 0;
+			LinearBasis within;
+			double		coef[MAX_TERMS + 1] = {0};
+			double		vec[MAX_TERMS + 1];
+			ListCell   *lc;
 
 			for (int s = 0; s < p->nsampled; s++)
 			{
@@ -717,71 +877,181 @@ propose_conditional_linear(Profile *p, List **props, int *cols, int *signs, int 
 				support++;
 				held += holds[s];
 			}
-			if (support >= MIN_IMPLICATION_SUPPORT && held >= p->min_share * support &&
-				propose_linear(p, props, cols, signs, k, cc, cc->top[v].value))
-				(*nconditional)++;
+			if (support < MIN_IMPLICATION_SUPPORT || held < p->min_share * support ||
+				!low_terms_needed(p, cols, low, k, holds, ci, cc->top[v].hash))
+				continue;
+
+			/*
+			 * Not implied by the relations found overall and in this
+			 * category (closing = opening + net when closing = opening +
+			 * amount - fee is known, with net = amount - fee).
+			 */
+			within = *basis;
+			foreach(lc, *conditional)
+			{
+				ConditionalRelation *o = lfirst(lc);
+				double		ov[MAX_TERMS + 1];
+
+				memcpy(ov, o->v, sizeof(ov));
+				if (o->column == ci && o->hash == cc->top[v].hash)
+					basis_add(&within, ov);
+			}
+			for (int j = 0; j < k; j++)
+				coef[bits[j]] = signs[j];
+			memcpy(vec, coef, sizeof(vec));
+			if (!basis_add(&within, vec))
+				continue;
+			if (propose_linear(p, props, cols, signs, k, y, NULL, 0, cc, cc->top[v].value))
+			{
+				ConditionalRelation *cr = palloc(sizeof(ConditionalRelation));
+
+				memcpy(cr->v, coef, sizeof(coef));
+				cr->column = ci;
+				cr->hash = cc->top[v].hash;
+				*conditional = lappend(*conditional, cr);
+			}
 		}
 	}
 }
 
+/*
+ * Linear relations sum(±x_j) = r among two to four numeric columns, at
+ * least two of them high-cardinality (so that columns of a few values
+ * cannot make a relation on their own: 0 + 0 - 0 = 0 on most rows of three
+ * flags), the others low-cardinality (a fee with a few values); r is 0 or
+ * a constant the data shows on min_share of the sampled rows.  A constant
+ * column is no term: it is the constant term, so a relation needs two
+ * varying columns.
+ */
 static void
 propose_linear_rules(Profile *p, List **props)
 {
-	int			cand[MAX_LINEAR_COLUMNS];
-	int			n = 0;
+	int			cand[MAX_TERMS];
+	int			n = 0,
+				nhigh = 0,
+				nlow = 0;
+	uint32		highmask = 0;
 	List	   *found = NIL;	/* bitmasks over cand of relations found */
+	LinearBasis basis;
 	bool	   *complete = palloc(sizeof(bool) * Max(p->nsampled, 1));
 	bool	   *holds = palloc(sizeof(bool) * Max(p->nsampled, 1));
-	int			nconditional = 0;
+	bool	   *holds_constant = palloc(sizeof(bool) * Max(p->nsampled, 1));
+	double	   *sums = palloc(sizeof(double) * Max(p->nsampled, 1));
+	double	   *scales = palloc(sizeof(double) * Max(p->nsampled, 1));
+	List	   *conditional = NIL;	/* ConditionalRelation */
 
-	for (int i = 0; i < p->ncols && n < MAX_LINEAR_COLUMNS; i++)
-		if (is_linear_candidate(p, &p->cols[i]))
+	/* In table order: the last high-cardinality column is the left-hand side. */
+	for (int i = 0; i < p->ncols; i++)
+	{
+		ColumnProfile *c = &p->cols[i];
+
+		if (!is_linear_term(c))
+			continue;
+		if (is_high_cardinality(p, c) ? nhigh++ < MAX_LINEAR_COLUMNS : nlow++ < MAX_LOW_CARD_TERMS)
+		{
+			if (is_high_cardinality(p, c))
+				highmask |= 1U << n;
 			cand[n++] = i;
+		}
+	}
+	memset(&basis, 0, sizeof(basis));
+	basis.width = n + 1;
 
-	for (int k = 3; k <= 4; k++)
+	for (int k = 2; k <= 4; k++)
 	{
 		/* every k-subset of the candidates, in column order */
-		for (int mask = 0; mask < (1 << n); mask++)
+		for (uint32 mask = 0; mask < (1U << n); mask++)
 		{
 			int			cols[4];
+			int			bits[4];
+			bool		low[4];
 			int			m = 0;
+			int			y = 0;
 			bool		contains = false;
 			ListCell   *lc;
 
-			if (pg_popcount32((uint32) mask) != k)
+			if (pg_popcount32(mask) != k || pg_popcount32(mask & highmask) < 2)
 				continue;
 			CHECK_FOR_INTERRUPTS();
 			foreach(lc, found)
-				if ((lfirst_int(lc) & mask) == lfirst_int(lc))
+				if (((uint32) lfirst_int(lc) & mask) == (uint32) lfirst_int(lc))
 					contains = true;
 			if (contains)
 				continue;
 			for (int b = 0; b < n; b++)
-				if (mask & (1 << b))
+				if (mask & (1U << b))
+				{
+					if (highmask & (1U << b))
+						y = m;
+					low[m] = !(highmask & (1U << b));
+					bits[m] = b;
 					cols[m++] = cand[b];
+				}
 			/* signs: the first +1, the others every combination */
 			for (int sm = 0; sm < (1 << (k - 1)); sm++)
 			{
 				int			signs[4];
-				int64		checked,
-							held;
+				LinearScreen sc;
+				double		v[MAX_TERMS + 1];
+				double		r;
+				char	   *constant = NULL;
+				bool	   *rows = holds;
+				bool		split;
 
 				signs[0] = 1;
 				for (int j = 1; j < k; j++)
 					signs[j] = (sm & (1 << (j - 1))) ? -1 : 1;
-				sample_relation(p, cols, signs, k, complete, holds, &checked, &held);
-				if (checked < 10)
+				sample_relation(p, cols, signs, k, complete, holds, holds_constant, sums, scales,
+								&sc);
+				if (sc.checked < 10)
 					continue;
-				if (held >= p->min_share * checked &&
-					propose_linear(p, props, cols, signs, k, NULL, NULL))
+
+				/*
+				 * Holding on a category's rows, it holds on their share at
+				 * least; holding on nearly every row, it is a near-rule, not
+				 * one per category.
+				 */
+				split = k >= 3 && sc.held >= 0.05 * sc.checked && sc.held < 0.9 * sc.checked;
+				if (sc.held >= p->min_share * sc.checked)
+					r = 0;
+				else if (sc.has_constant && sc.held_constant >= p->min_share * sc.checked)
 				{
-					found = lappend_int(found, mask);
+					r = sc.constant;
+					constant = constant_literal(r);
+					rows = holds_constant;
+					if (strtod(constant, NULL) == 0)
+						continue;	/* 0 up to rounding: the first case */
+				}
+				else
+				{
+					if (split)
+						propose_conditional_linear(p, props, cols, signs, low, bits, k, y,
+												   complete, holds, &basis, &conditional);
+					continue;
+				}
+				if (!low_terms_needed(p, cols, low, k, rows, -1, 0))
+					continue;
+				memset(v, 0, sizeof(v));
+				for (int j = 0; j < k; j++)
+					v[bits[j]] = signs[j];
+				v[n] = -r;
+				if (!basis_add(&basis, v))
+				{
+					/* Implied by the relations found: no proposal, no supersets. */
+					found = lappend_int(found, (int) mask);
 					break;
 				}
-				/* Holding on a category's rows, it holds on their share at least. */
-				if (held >= 0.05 * checked)
-					propose_conditional_linear(p, props, cols, signs, k, complete, holds,
-											   &nconditional);
+				if (propose_linear(p, props, cols, signs, k, y, constant, r > 0 ? 1 : -1,
+								   NULL, NULL))
+				{
+					found = lappend_int(found, (int) mask);
+					break;
+				}
+				/* Not verified: forget it, and try it per category as before. */
+				basis.rows--;
+				if (split)
+					propose_conditional_linear(p, props, cols, signs, low, bits, k, y,
+											   complete, holds, &basis, &conditional);
 			}
 		}
 	}

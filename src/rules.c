@@ -28,6 +28,8 @@
 #include "common/keywords.h"
 #include "parser/parser.h"
 #include "parser/scanner.h"
+#include "parser/gram.h"		/* the scanner's token codes: IDENT, Op */
+#include "parser/scansup.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
@@ -36,6 +38,7 @@
 
 #include "jsonread.h"
 #include "rules.h"
+#include "subxact.h"
 
 const char *const rule_severity_names[] = {"fail", "warn", "drop", "dataset_check"};
 
@@ -120,33 +123,80 @@ section_name(RuleSeverity sev)
 	return sev == RULE_DATASET ? "dataset_checks" : rule_severity_names[sev];
 }
 
+/* Add a copy of *r, whose name must be new to the document. */
 static void
-add_rule(List **rules, const char *name, RuleSeverity sev, char *text,
-		 char *description)
+add_rule(List **rules, Rule *r)
 {
 	ListCell   *lc;
-	Rule	   *r;
+	Rule	   *copy;
 
-	if (name[0] == '\0')
-		refuse_document(psprintf("a rule under \"%s\" has an empty name", section_name(sev)),
+	if (r->name[0] == '\0')
+		refuse_document(psprintf("a rule under \"%s\" has an empty name", section_name(r->severity)),
 						NULL);
 	foreach(lc, *rules)
 	{
 		Rule	   *other = lfirst(lc);
 
-		if (strcmp(other->name, name) == 0)
-			refuse_document(psprintf("duplicate rule name \"%s\"", name),
+		if (strcmp(other->name, r->name) == 0)
+			refuse_document(psprintf("duplicate rule name \"%s\"", r->name),
 							psprintf("Rule names are unique across \"fail\", \"warn\", \"drop\" and \"dataset_checks\"; \"%s\" appears under \"%s\" and \"%s\".",
-									 name, section_name(other->severity), section_name(sev)));
+									 r->name, section_name(other->severity), section_name(r->severity)));
 	}
-	r = palloc0(sizeof(Rule));
-	r->name = pstrdup(name);
-	r->severity = sev;
-	r->text = text;
-	r->description = description;
-	*rules = lappend(*rules, r);
+	copy = palloc(sizeof(Rule));
+	memcpy(copy, r, sizeof(Rule));
+	*rules = lappend(*rules, copy);
 }
 
+/*
+ * The keys a rule may carry besides its SQL, as the tools that write such
+ * documents put them there: "description", "reference_context" (the text
+ * the rule was derived from), "columns" (the columns it is about) and
+ * "evidence" (anything).  They are kept and shown in reports; nothing runs
+ * them.  Returns false for any other key.
+ */
+static bool
+parse_descriptive_key(Rule *r, const char *key, JsonbValue *v, const char *where)
+{
+	if (strcmp(key, "description") == 0 || strcmp(key, "reference_context") == 0)
+	{
+		if (v->type != jbvString)
+			refuse_document(psprintf("\"%s\" of %s must be a string, not %s",
+									 key, where, jbv_type_name(v)), NULL);
+		if (key[0] == 'd')
+			r->description = jbv_string(v);
+		else
+			r->reference_context = jbv_string(v);
+		return true;
+	}
+	if (strcmp(key, "columns") == 0)
+	{
+		JsonbIterator *ait;
+		JsonbValue	av;
+		JsonbIteratorToken tok;
+
+		if (!jbv_is_array(v))
+			refuse_document(psprintf("\"columns\" of %s must be an array of column names, not %s",
+									 where, jbv_type_name(v)), NULL);
+		ait = JsonbIteratorInit(v->val.binary.data);
+		while ((tok = JsonbIteratorNext(&ait, &av, true)) != WJB_DONE)
+		{
+			if (tok != WJB_ELEM)
+				continue;
+			if (av.type != jbvString)
+				refuse_document(psprintf("\"columns\" of %s must hold column names as strings, not %s",
+										 where, jbv_type_name(&av)), NULL);
+			r->columns = lappend(r->columns, jbv_string(&av));
+		}
+		r->has_columns = true;
+		return true;
+	}
+	return strcmp(key, "evidence") == 0;
+}
+
+/*
+ * A row rule is a string (its expression) or an object with "sql" (its
+ * expression) and descriptive keys.
+ */
 static void
 parse_row_section(List **rules, RuleSeverity sev, JsonbValue *section)
 {
@@ -161,10 +211,40 @@ parse_row_section(List **rules, RuleSeverity sev, JsonbValue *section)
 	it = JsonbIteratorInit(section->val.binary.data);
 	while (jsonb_object_next(&it, &name, &v))
 	{
-		if (v.type != jbvString)
-			refuse_document(psprintf("rule \"%s\" under \"%s\" must be a string holding a SQL boolean expression, not %s",
+		Rule		r;
+
+		memset(&r, 0, sizeof(r));
+		r.name = name;
+		r.severity = sev;
+		if (v.type == jbvString)
+			r.text = jbv_string(&v);
+		else if (jbv_is_object(&v))
+		{
+			const char *where = psprintf("rule \"%s\" under \"%s\"", name, key);
+			JsonbIterator *rit = JsonbIteratorInit(v.val.binary.data);
+			JsonbValue	rv;
+			char	   *rkey = NULL;
+
+			while (jsonb_object_next(&rit, &rkey, &rv))
+			{
+				if (strcmp(rkey, "sql") == 0)
+				{
+					if (rv.type != jbvString)
+						refuse_document(psprintf("\"sql\" of %s must be a string holding a SQL boolean expression, not %s",
+												 where, jbv_type_name(&rv)), NULL);
+					r.text = jbv_string(&rv);
+				}
+				else if (!parse_descriptive_key(&r, rkey, &rv, where))
+					refuse_document(psprintf("unknown key \"%s\" in %s", rkey, where),
+									"A row rule written as an object has the keys \"sql\", \"description\", \"reference_context\", \"columns\" and \"evidence\".");
+			}
+			if (r.text == NULL)
+				refuse_document(psprintf("%s has no \"sql\"", where), NULL);
+		}
+		else
+			refuse_document(psprintf("rule \"%s\" under \"%s\" must be a string holding a SQL boolean expression, or an object with \"sql\", not %s",
 									 name, key, jbv_type_name(&v)), NULL);
-		add_rule(rules, name, sev, jbv_string(&v), NULL);
+		add_rule(rules, &r);
 	}
 }
 
@@ -173,55 +253,37 @@ parse_dataset_check(List **rules, int index, JsonbValue *check)
 {
 	JsonbIterator *it;
 	JsonbValue	v;
-	JsonbIteratorToken tok;
 	char	   *key = NULL;
-	char	   *name = NULL;
-	char	   *sql = NULL;
-	char	   *description = NULL;
+	Rule		r;
 	const char *where = psprintf("dataset_checks[%d]", index);
 
+	memset(&r, 0, sizeof(r));
+	r.severity = RULE_DATASET;
 	if (!jbv_is_object(check))
 		refuse_document(psprintf("%s must be an object with \"name\" and \"sql\", not %s",
 								 where, jbv_type_name(check)), NULL);
 	it = JsonbIteratorInit(check->val.binary.data);
 	while (jsonb_object_next(&it, &key, &v))
 	{
-		if (strcmp(key, "name") == 0 || strcmp(key, "sql") == 0 ||
-			strcmp(key, "description") == 0)
+		if (strcmp(key, "name") == 0 || strcmp(key, "sql") == 0)
 		{
 			if (v.type != jbvString)
 				refuse_document(psprintf("\"%s\" of %s must be a string, not %s",
 										 key, where, jbv_type_name(&v)), NULL);
 			if (key[0] == 'n')
-				name = jbv_string(&v);
-			else if (key[0] == 's')
-				sql = jbv_string(&v);
+				r.name = jbv_string(&v);
 			else
-				description = jbv_string(&v);
+				r.text = jbv_string(&v);
 		}
-		else if (strcmp(key, "columns") == 0)
-		{
-			JsonbIterator *ait;
-			JsonbValue	av;
-
-			if (!jbv_is_array(&v))
-				refuse_document(psprintf("\"columns\" of %s must be an array of column names, not %s",
-										 where, jbv_type_name(&v)), NULL);
-			ait = JsonbIteratorInit(v.val.binary.data);
-			while ((tok = JsonbIteratorNext(&ait, &av, true)) != WJB_DONE)
-				if (tok == WJB_ELEM && av.type != jbvString)
-					refuse_document(psprintf("\"columns\" of %s must hold column names as strings, not %s",
-											 where, jbv_type_name(&av)), NULL);
-		}
-		else if (strcmp(key, "evidence") != 0)
+		else if (!parse_descriptive_key(&r, key, &v, where))
 			refuse_document(psprintf("unknown key \"%s\" in %s", key, where),
-							"A dataset check has the keys \"name\", \"sql\", \"description\", \"columns\" and \"evidence\".");
+							"A dataset check has the keys \"name\", \"sql\", \"description\", \"reference_context\", \"columns\" and \"evidence\".");
 	}
-	if (name == NULL)
+	if (r.name == NULL)
 		refuse_document(psprintf("%s has no \"name\"", where), NULL);
-	if (sql == NULL)
-		refuse_document(psprintf("dataset check \"%s\" has no \"sql\"", name), NULL);
-	add_rule(rules, name, RULE_DATASET, sql, description);
+	if (r.text == NULL)
+		refuse_document(psprintf("dataset check \"%s\" has no \"sql\"", r.name), NULL);
+	add_rule(rules, &r);
 }
 
 /* ---- safety: PostgreSQL's parser decides what a rule is ---- */
@@ -323,6 +385,171 @@ refuse_rule(Rule *r, const char *why)
 			 errhint("Rules run read-only (reconcile_check's with the caller's rights, attached rules with their target owner's); rewrite the rule as a plain expression or query.")));
 }
 
+/* ---- back-quoted names, as Spark SQL writes them ---- */
+
+static void
+refuse_backquote(Rule *r, const char *msg, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_SYNTAX_ERROR),
+			 errmsg("%s \"%s\" %s",
+					r->severity == RULE_DATASET ? "dataset check" : "rule", r->name, msg),
+			 errdetail("%s", detail),
+			 errhint("A back-quoted name is written `name`, a back quote inside it doubled (``); it becomes the PostgreSQL identifier \"name\".")));
+}
+
+/*
+ * Convert the back-quoted names of Spark SQL (`net amount`, a back quote
+ * inside doubled) into PostgreSQL's quoted identifiers ("net amount", a
+ * double quote inside doubled), where they stand as code.  The core
+ * scanner decides where that is, as in substitute_table: PostgreSQL has no
+ * back quotes but as operator characters, so a back quote is code exactly
+ * when it is part of an operator token; inside a string literal (E'',
+ * dollar-quoted too), a comment or a quoted identifier it is not a token
+ * of its own and stays as written.  The text of the name itself is taken
+ * up to its closing back quote, never scanned: it becomes one quoted
+ * identifier whatever it holds.  After each conversion the text is scanned
+ * again from the token before the name, and the name must come back as
+ * that one identifier: where it would join the text it touches into
+ * another token (U&`x`, `x`"y"), it is refused, as is a name that is
+ * empty or not closed.  What results is checked like any rule text.
+ */
+typedef struct BackquoteScan
+{
+	const char *text;			/* the text so far, converted up to found */
+	int			resume;			/* a token's start: nothing before it changes */
+	int			verify_at;		/* where the last converted name must stand, or -1 */
+	const char *verify_name;	/* as the scanner returns it */
+	bool		verified;
+	int			found;			/* the next back quote in code, or -1 */
+	int			before;			/* the start of the token before it */
+	const char *verify_quoted;	/* the last converted name, for messages */
+	int			shift;			/* bytes added so far, for positions in text */
+} BackquoteScan;
+
+/* Scan bs->text from bs->resume to the next back quote that is code. */
+static void
+scan_to_backquote(BackquoteScan *bs)
+{
+	core_yy_extra_type yyextra;
+	core_yyscan_t yyscanner = scanner_init(bs->text + bs->resume, &yyextra, &ScanKeywords,
+										   ScanKeywordTokens);
+	core_YYSTYPE yylval;
+	YYLTYPE		yylloc;
+	int			token;
+	int			last = bs->resume;
+
+	bs->verified = bs->verify_at < 0;
+	bs->found = -1;
+	bs->before = bs->resume;
+	while ((token = core_yylex(&yylval, &yylloc, yyscanner)) != 0)
+	{
+		int			at = bs->resume + yylloc;
+		char	   *bq;
+
+		if (!bs->verified)
+		{
+			if (at == bs->verify_at && token == IDENT &&
+				strcmp(yylval.str, bs->verify_name) == 0)
+				bs->verified = true;
+			else if (at >= bs->verify_at)
+				break;
+		}
+		if (token == Op && (bq = strchr(yylval.str, '`')) != NULL)
+		{
+			bs->found = at + (bq - yylval.str);
+			bs->before = last;
+			break;
+		}
+		last = at;
+	}
+	scanner_finish(yyscanner);
+}
+
+static char *
+convert_backquotes(Rule *r, const char *text)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	BackquoteScan bs;
+
+	if (strchr(text, '`') == NULL)
+		return (char *) text;
+	memset(&bs, 0, sizeof(bs));
+	bs.text = text;
+	bs.verify_at = -1;
+	for (;;)
+	{
+		const char *cur;
+		StringInfoData name;
+		StringInfoData out;
+		char	   *expect;
+		int			found;
+		int			i;
+
+		PG_TRY();
+		{
+			scan_to_backquote(&bs);
+		}
+		PG_CATCH();
+		{
+			refuse_unparsable(r, cxt);
+		}
+		PG_END_TRY();
+
+		if (!bs.verified)
+			refuse_backquote(r, "has a back-quoted name that cannot be converted unambiguously",
+							 psprintf("Written as the PostgreSQL identifier %s, the name joins the text next to it into another token.",
+									  bs.verify_quoted));
+		if (bs.found < 0)
+			return (char *) bs.text;
+
+		cur = bs.text;
+		found = bs.found;
+		initStringInfo(&name);
+		for (i = found + 1;; i++)
+		{
+			if (cur[i] == '\0')
+				refuse_backquote(r, "has an unterminated back-quoted name",
+								 psprintf("The back quote at character %d has no closing back quote.",
+										  found - bs.shift + 1));
+			if (cur[i] == '`')
+			{
+				if (cur[i + 1] != '`')
+					break;
+				i++;
+			}
+			appendStringInfoChar(&name, cur[i]);
+		}
+		if (name.len == 0)
+			refuse_backquote(r, "has an empty back-quoted name",
+							 psprintf("The back quotes at character %d enclose nothing.",
+									  found - bs.shift + 1));
+
+		/* cur[found .. i] is the back-quoted name: "name", quotes doubled */
+		initStringInfo(&out);
+		appendBinaryStringInfo(&out, cur, found);
+		appendStringInfoChar(&out, '"');
+		for (const char *c = name.data; *c; c++)
+		{
+			if (*c == '"')
+				appendStringInfoChar(&out, '"');
+			appendStringInfoChar(&out, *c);
+		}
+		appendStringInfoChar(&out, '"');
+		bs.verify_quoted = pnstrdup(out.data + found, out.len - found);
+		bs.shift += out.len - (i + 1);
+		appendStringInfoString(&out, cur + i + 1);
+
+		/* The scanner truncates a long identifier; compare what it returns. */
+		expect = pstrdup(name.data);
+		truncate_identifier(expect, strlen(expect), false);
+		bs.verify_name = expect;
+		bs.verify_at = found;
+		bs.resume = bs.before;
+		bs.text = out.data;
+	}
+}
+
 /*
  * A row rule is embedded as "(<text>\n)" in queries.  It is safe to do so
  * when "SELECT (<text>\n)" parses as one SELECT of one unnamed target and
@@ -332,10 +559,13 @@ refuse_rule(Rule *r, const char *why)
 static void
 check_row_rule(Rule *r)
 {
-	List	   *parsed = parse_rule_text(r, psprintf("SELECT (%s\n)", r->text));
+	List	   *parsed;
 	SelectStmt *s;
 	ResTarget  *target;
 	SafetyContext cxt = {NULL};
+
+	r->text = convert_backquotes(r, r->text);
+	parsed = parse_rule_text(r, psprintf("SELECT (%s\n)", r->text));
 
 	if (list_length(parsed) != 1)
 		refuse_rule(r, "it holds more than one statement");
@@ -436,7 +666,7 @@ check_one_select(Rule *r, const char *sql)
 static void
 check_dataset_check(Rule *r)
 {
-	char	   *sql = pstrdup(r->text);
+	char	   *sql = pstrdup(convert_backquotes(r, r->text));
 	int			len = strlen(sql);
 
 	while (len > 0 && (isspace((unsigned char) sql[len - 1]) || sql[len - 1] == ';'))
@@ -488,12 +718,31 @@ rules_prepare_dataset(Rule *r, const char *sql, int nargs, Oid *types)
 }
 
 /*
- * Parse a rules document and check every rule's shape.  Errors name the
- * offending entry.  Row rules come sorted by severity and name, dataset
- * checks in document order.
+ * Run fn(arg) in a subtransaction that is always rolled back, so that
+ * whatever a rule did besides computing (set_config, a temporary table)
+ * is undone; results are kept in memory outside the subtransaction.  On
+ * error return it; a cancel, a shutdown or running out of memory is no
+ * finding of the rule and goes on up.
  */
-RuleSet *
-rules_parse(Jsonb *doc)
+ErrorData *
+rules_try(void (*fn) (void *), void *arg)
+{
+	ErrorData  *error = run_in_subtransaction(fn, arg, false);
+
+	if (error != NULL &&
+		(error->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+		 error->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
+		 error->sqlerrcode == ERRCODE_OUT_OF_MEMORY))
+		ReThrowError(error);
+	return error;
+}
+
+/*
+ * Parse a rules document's shape (errors name the offending entry).  Row
+ * rules come sorted by severity and name, dataset checks in document order.
+ */
+static RuleSet *
+parse_document(Jsonb *doc)
 {
 	List	   *rules = NIL;
 	JsonbIterator *it;
@@ -551,13 +800,75 @@ rules_parse(Jsonb *doc)
 	foreach(lc, rules)
 		if (((Rule *) lfirst(lc))->severity == RULE_DATASET)
 			rs->rules[i++] = *(Rule *) lfirst(lc);
+	return rs;
+}
 
-	for (i = 0; i < rs->nrules; i++)
+/* Check each rule's text: back quotes converted, then its shape. */
+static void
+check_rules(void *arg)
+{
+	RuleSet    *rs = arg;
+
+	for (int i = 0; i < rs->nrules; i++)
 	{
+		if (rs->rules[i].error != NULL)
+			continue;
 		if (rs->rules[i].severity == RULE_DATASET)
 			check_dataset_check(&rs->rules[i]);
 		else
 			check_row_rule(&rs->rules[i]);
+	}
+}
+
+/*
+ * Parse a rules document and check every rule's shape: any error refuses
+ * the document whole.  For documents attached to targets, whose batches
+ * must never run half a rule set.
+ */
+RuleSet *
+rules_parse(Jsonb *doc)
+{
+	RuleSet    *rs = parse_document(doc);
+
+	check_rules(rs);
+	return rs;
+}
+
+/*
+ * As rules_parse, but a rule whose text does not pass its checks (does not
+ * parse, a back-quoted name that cannot be converted, a construct refused)
+ * is kept with its error in r->error and r->sqlerrcode, for a report to
+ * show as ERROR beside the others.  The document's shape must still be
+ * right.  All rules are checked in one subtransaction; only when that
+ * fails, each in its own, to find the ones at fault (checking a rule again
+ * is harmless: its conversion and trimming are done once).
+ */
+RuleSet *
+rules_parse_for_report(Jsonb *doc)
+{
+	RuleSet    *rs = parse_document(doc);
+	RuleSet		one;
+
+	if (rules_try(check_rules, rs) == NULL)
+		return rs;
+	one.nrules = 1;
+	for (int i = 0; i < rs->nrules; i++)
+	{
+		Rule	   *r = &rs->rules[i];
+		ErrorData  *error;
+
+		CHECK_FOR_INTERRUPTS();
+		one.rules = r;
+		error = rules_try(check_rules, &one);
+		if (error == NULL)
+			continue;
+		/* A syntax error says what and where in its detail: keep both. */
+		if (error->sqlerrcode == ERRCODE_SYNTAX_ERROR && error->detail != NULL)
+			r->error = psprintf(islower((unsigned char) error->detail[0]) ? "%s: %s" : "%s. %s",
+								error->message, error->detail);
+		else
+			r->error = error->message;
+		r->sqlerrcode = error->sqlerrcode;
 	}
 	return rs;
 }

@@ -29,8 +29,16 @@ typedef struct Rule
 {
 	char	   *name;
 	RuleSeverity severity;
-	char	   *text;			/* boolean expression, or the check's SELECT */
-	char	   *description;	/* dataset checks only; may be NULL */
+	char	   *text;			/* boolean expression, or the check's SELECT,
+								 * back-quoted names converted */
+	/* Descriptive keys, shown in reports; each may be NULL. */
+	char	   *description;
+	char	   *reference_context;
+	List	   *columns;		/* of char *; NIL when the key is absent */
+	bool		has_columns;
+	/* rules_parse_for_report: why the rule does not pass its checks */
+	char	   *error;
+	int			sqlerrcode;
 } Rule;
 
 typedef struct RuleSet
@@ -71,6 +79,8 @@ extern void rules_env_leave(RulesEnv *env);
 extern void rules_user_enter(RulesEnv *env, Oid owner);
 extern void rules_user_leave(RulesEnv *env);
 extern RuleSet *rules_parse(Jsonb *doc);
+extern RuleSet *rules_parse_for_report(Jsonb *doc);
+extern ErrorData *rules_try(void (*fn) (void *), void *arg);
 extern char *rules_quote_relation(Oid relid);
 extern char *rules_dataset_statement(Rule *r, const char *prefix, const char *table,
 									 const char *select);
@@ -90,18 +100,22 @@ extern int	rule_eval_shared(RuleEval *ev);
 extern void rule_eval_row(RuleEval *ev, TupleTableSlot *slot, bool *violated);
 extern void rule_eval_end(RuleEval *ev);
 
-/* ---- rules_attach.c: loader hooks (called from stage.c, batch.c, receipt.c) ---- */
+/* ---- rules_attach.c: loader hooks (called from stage.c, merge.c, batch.c, receipt.c) ---- */
 
 typedef struct BatchRules BatchRules;
 struct BatchState;				/* loader.h: the hooks take the batch whole */
+struct TargetInfo;				/* target.h */
 
-extern BatchRules *batch_rules_load(Oid target, Oid staged);
+extern BatchRules *batch_rules_load(struct TargetInfo *t, Oid staged);
+extern bool batch_rules_has_row_rules(BatchRules *br);
+extern bool batch_rules_has_dataset_checks(BatchRules *br);
+extern Oid	batch_rules_owner(BatchRules *br);
 extern void batch_rules_context_push(struct BatchState *b);
 extern void batch_rules_context_pop(struct BatchState *b);
-extern void batch_rules_append_columns(BatchRules *br, StringInfo sql, int firstpos);
-extern int	batch_rules_row(BatchRules *br, TupleTableSlot *row, bool rejected,
-							const char ***dropped);
+extern TupleTableSlot *batch_rules_slot(BatchRules *br);
+extern int	batch_rules_row(BatchRules *br, TupleTableSlot *row, const char ***reasons);
 extern void batch_rules_gate(struct BatchState *b);
+extern void batch_rules_check_winners(struct BatchState *b, const char *rows_sql);
 extern Datum batch_rules_warnings(BatchRules *br, bool *isnull);
 
 #endif							/* RECONCILE_RULES_H */

@@ -2,25 +2,33 @@
  * rules_attach.c
  *		reconcile_set_rules(): attach a reviewed rules document to a target,
  *		keeping every version; and the hooks through which reconcile_batch
- *		applies the target's rules to its staged rows.
+ *		applies the target's rules to its batches.
  *
- * In a batch the row rules are evaluated during the loader's one read of
- * the staged rows (stage.c), by rule_eval as reconcile_check evaluates
- * them: a drop rule violated rejects the row, warn and fail violations are
- * counted.  Before the merge (batch.c) a fail
- * violation, or a dataset check with rows over the batch's staged rows,
- * refuses the batch.  Attached rules run inside the batch, where nothing
- * rolls back what they do, so they may not call volatile functions.
+ * Rules are attached to the target, so they name the target's columns and
+ * are planned against it; in a batch they see what the batch would write.
+ * The row rules are evaluated during the loader's one read of the staged
+ * rows (stage.c), on each row that passed staging, cast to the target's
+ * types and laid out as a row of the target (the columns a batch loads;
+ * a rule naming another is refused), by rule_eval as reconcile_check
+ * evaluates them: a drop rule violated, or a data error a rule raises on
+ * the row, rejects it; warn and fail violations are counted, and after the
+ * read (batch.c) a fail violation refuses the batch.  The dataset checks
+ * run after the merge (merge.c), over the winners queued in the general
+ * write path's temporary table, before anything is written.  Attached
+ * rules run inside the batch, where nothing rolls back what they do, so
+ * they may not call volatile functions.
  *
  * An attached rule is the target owner's code, and a batch may be run by a
  * more privileged role: like an index expression run by VACUUM, every
  * attached rule (planning, row rules on each staged row, dataset checks)
  * runs as the target's owner under SECURITY_RESTRICTED_OPERATION,
  * read-only, with search_path RULES_SEARCH_PATH.  So the staged rows reach
- * the rules not through the loader's query, which runs as the caller, but
- * as values: rule_eval evaluates the rules it can on them, and the others
- * (a subquery, a whole-row reference) run per row in a query of their own
- * whose parameters are the staged row's columns.
+ * the row rules not through the loader's query, which runs as the caller,
+ * but as values: rule_eval evaluates the rules it can on them, and the
+ * others (a subquery, a whole-row reference) run in a plan of their own,
+ * started once, whose scan slot receives each row.  The dataset checks
+ * read the winners' temporary table, on which the caller's batch grants
+ * the owner SELECT (apply.c).
  */
 #include "postgres.h"
 
@@ -53,6 +61,7 @@
 #include "loader.h"
 #include "rules.h"
 #include "state.h"
+#include "subxact.h"
 
 PG_FUNCTION_INFO_V1(reconcile_set_rules);
 
@@ -75,37 +84,8 @@ rule_error_context(void *arg)
 		errcontext("%s \"%s\"", r->severity == RULE_DATASET ? "dataset check" : "rule", r->name);
 }
 
-/* Plan every rule against a relation; errors name the rule. */
-static void
-plan_rules_strict(RuleSet *rs, const char *relsql, const char *alias,
-				  const char *prefix, const char *table, int nparams, Oid *types,
-				  const char *target, Node **exprs)
-{
-	for (int i = 0; i < rs->nrules; i++)
-	{
-		Rule	   *r = &rs->rules[i];
-		ErrorContextCallback cb;
-		RuleContext rc = {r, target};
-
-		cb.callback = rule_error_context;
-		cb.arg = &rc;
-		cb.previous = error_context_stack;
-		error_context_stack = &cb;
-		if (r->severity != RULE_DATASET)
-			rules_plan_row_rule(r, relsql, alias, true, exprs != NULL ? &exprs[i] : NULL);
-		else
-		{
-			SPIPlanPtr	plan = rules_prepare_dataset(r, rules_dataset_statement(r, prefix, table, "v"),
-													 nparams, types);
-			CachedPlanSource *ps;
-
-			ps = linitial(SPI_plan_get_plan_sources(plan));
-			rules_refuse_volatile(r, (Node *) linitial(ps->query_list));
-			SPI_freeplan(plan);
-		}
-		error_context_stack = cb.previous;
-	}
-}
+static void plan_rules_for_batches(RuleSet *rs, TargetInfo *t, const char *target_name,
+								   Node **exprs);
 
 /* The role that owns a relation: attached rules run as it. */
 static Oid
@@ -154,11 +134,11 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(1))
 	{
 		RuleSet    *rs = rules_parse(PG_GETARG_JSONB_P(1));
-		char	   *relsql = rules_quote_relation(relid);
 		int			nrow = 0;
 		RulesEnv	env;
+		TargetInfo *t;
 
-		/* Each row rule is one more column of the loader's staged read. */
+		/* Each row rule is one more column of the projection evaluated per staged row. */
 		for (int i = 0; i < rs->nrules; i++)
 			nrow += rs->rules[i].severity != RULE_DATASET;
 		if (nrow > RULES_MAX_PER_SCAN)
@@ -168,10 +148,13 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 							RULES_MAX_PER_SCAN, nrow),
 					 errhint("Combine rules, or run the larger document with reconcile_check.")));
 
-		/* Checked where and as whom the rules will run: as the owner. */
+		/*
+		 * Checked where, as whom and on what the rules will run: as the
+		 * owner, on what a batch loads into the target.
+		 */
+		t = target_load(relid);
 		rules_env_enter(&env, relation_owner(relid));
-		plan_rules_strict(rs, relsql, quote_identifier(get_rel_name(relid)), "",
-						  relsql, 0, NULL, NULL, NULL);
+		plan_rules_for_batches(rs, t, NULL, NULL);
 		rules_env_leave(&env);
 		args[1] = PointerGetDatum(PG_GETARG_JSONB_P(1));
 	}
@@ -204,65 +187,168 @@ struct BatchRules
 {
 	ErrorContextCallback context;	/* while the staged rows are read */
 	int			path_nestlevel; /* search_path set while they are read */
+	MemoryContext cxt;			/* the batch's: lives as long as the rules */
 	const char *target_name;
 	Oid			target;
 	Oid			owner;			/* the target's owner: the rules run as it */
-	Oid			staged;
 	RuleSet    *rules;
 	int			nrow;			/* row rules: rules[0 .. nrow-1] */
-	Node	  **exprs;			/* per row rule, parse-analysed */
+	Node	  **exprs;			/* per row rule, parse-analysed over the target */
 
 	/*
-	 * Row rules are evaluated as the owner on the staged columns the
-	 * loader's query appends: by rule_eval, as reconcile_check evaluates
-	 * them, or, those it cannot evaluate (a subquery, a whole-row
-	 * reference), by the executor: rowquery is the plan of
-	 *		SELECT (r1) IS NOT TRUE, ... FROM unnest($1) AS s
-	 * over the staged relation's row type, started once, whose projection
-	 * is computed on each staged row put in its scan slot, as a scan would
-	 * compute it (subqueries planned once, hashed subplans built once).
+	 * A staged row reaches the rules as the batch would write it: a row of
+	 * the target's row type (row), holding the key, version, tombstone,
+	 * hash and payload columns in the target's types, NULL elsewhere.
+	 * rule_eval evaluates the rules it can on it, each row in a
+	 * subtransaction so that a rule's error on one row rejects that row;
+	 * the others (a subquery, a whole-row reference) are the projection of
+	 * rowquery, the plan of
+	 *		SELECT (r1) IS NOT TRUE, ... FROM unnest($1) AS <target>
+	 * over the target's row type, started once, whose projection is
+	 * computed on each row put in its scan slot, as a scan would compute it
+	 * (subqueries planned once, hashed subplans built once).
 	 */
+	TupleDesc	rowdesc;
+	TupleTableSlot *row;
 	int		   *source;			/* per row rule: its column in rowplan's
 								 * result, or -1 - its index in eval */
+	int			neval;
+	Node	  **eval_exprs;		/* per rule in eval */
+	int		   *eval_rule;		/* per rule in eval: its index in rules */
 	RuleEval   *eval;
+	RuleEval  **alone;			/* per rule in eval, made at a row's first error */
 	bool	   *violated;		/* per rule in eval, for the current row */
 	SPIPlanPtr	rowplan;
 	char	   *rowsql;
 	int			nrowplan;		/* rules in rowplan */
 	CachedPlan *rowcplan;
 	QueryDesc  *rowquery;		/* started while the staged rows are read */
-	int			nparams;		/* staged columns the loader hands to rowquery */
-	AttrNumber *param_atts;		/* their attribute numbers in the staged relation */
-	int		   *param_pos;		/* their positions (0-based) in the loader's row */
-	Datum	   *param_values;	/* a staged row in the staged relation's layout */
-	bool	   *param_nulls;
-	int			staged_natts;
 	bool	   *planned_violated;	/* per rowplan column, for the current row */
 	bool	   *violated_now;	/* per row rule, for the current row */
 	int64	   *violations;		/* per row rule: fail and warn counts */
-	const char **dropped;
+	const char **reasons;		/* why the current row is rejected */
 };
 
-/* A WITH clause naming the batch's staged rows for dataset checks ($1: object keys). */
-static char *
-batch_rows_prefix(Oid staged)
+/* Is the target column attnum one a batch loads? */
+static bool
+column_loaded(TargetColumn **cols, int ncols, AttrNumber attnum)
 {
-	return psprintf("WITH reconcile_batch_rows AS (SELECT s.* FROM %s AS s"
-					" WHERE s.object_key::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1)) ",
-					rules_quote_relation(staged));
+	for (int i = 0; i < ncols; i++)
+		if (cols[i]->attnum == attnum)
+			return true;
+	return false;
+}
+
+/*
+ * A row rule may read only the columns a batch loads: the others have no
+ * staged value (a whole-row reference sees them NULL).
+ */
+static void
+refuse_unloaded_columns(Rule *r, Node *expr, TargetInfo *t, TargetColumn **cols, int ncols)
+{
+	ListCell   *lc;
+
+	foreach(lc, pull_vars_of_level(expr, 0))
+	{
+		Var		   *var = lfirst(lc);
+		char	   *name;
+
+		if (!IsA(var, Var) || var->varattno == 0 ||
+			column_loaded(cols, ncols, var->varattno))
+			continue;
+		name = get_attname(t->relid, var->varattno, true);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("rule \"%s\" reads column \"%s\" of table \"%s\", which batches do not load",
+						r->name, name ? name : "?", t->relname),
+				 errdetail("In a batch, rules see the target's key, version, tombstone, hash and payload columns, with the values the batch would write."),
+				 errhint("Name the column in the target's payload_columns (reconcile_register), or leave the rule to reconcile_check.")));
+	}
+}
+
+/*
+ * The relation a dataset check reads in a batch, as SQL: the target's
+ * loaded columns, from the target itself (for planning) or, in a batch,
+ * from the winners (rows_sql, see apply.c: apply_winners_sql).
+ */
+static char *
+batch_rows_prefix(TargetInfo *t, const char *rows_sql)
+{
+	StringInfoData sql;
+	TargetColumn **cols;
+	int			ncols;
+
+	if (rows_sql != NULL)
+		return psprintf("WITH reconcile_batch_rows AS (%s) ", rows_sql);
+	ncols = target_loaded_columns(t, &cols);
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "WITH reconcile_batch_rows AS (SELECT ");
+	for (int i = 0; i < ncols; i++)
+		appendStringInfo(&sql, "%st.%s", i > 0 ? ", " : "", quote_identifier(cols[i]->name));
+	appendStringInfo(&sql, " FROM %s AS t) ", t->qualname);
+	return sql.data;
+}
+
+/*
+ * Plan every rule as batches run it, as the owner under RULES_SEARCH_PATH;
+ * errors name the rule.  A row rule is planned against the target (so it
+ * names the target's columns, plainly or through the table's name) and may
+ * read only the columns a batch loads; a dataset check is planned over
+ * those columns.  target_name: for the error context, NULL outside a batch.
+ */
+static void
+plan_rules_for_batches(RuleSet *rs, TargetInfo *t, const char *target_name, Node **exprs)
+{
+	char	   *relsql = rules_quote_relation(t->relid);
+	const char *alias = quote_identifier(get_rel_name(t->relid));
+	char	   *prefix = batch_rows_prefix(t, NULL);
+	TargetColumn **cols;
+	int			ncols = target_loaded_columns(t, &cols);
+
+	for (int i = 0; i < rs->nrules; i++)
+	{
+		Rule	   *r = &rs->rules[i];
+		ErrorContextCallback cb;
+		RuleContext rc = {r, target_name};
+
+		cb.callback = rule_error_context;
+		cb.arg = &rc;
+		cb.previous = error_context_stack;
+		error_context_stack = &cb;
+		if (r->severity != RULE_DATASET)
+		{
+			Node	   *expr;
+
+			rules_plan_row_rule(r, relsql, alias, true, &expr);
+			refuse_unloaded_columns(r, expr, t, cols, ncols);
+			if (exprs != NULL)
+				exprs[i] = expr;
+		}
+		else
+		{
+			SPIPlanPtr	plan = rules_prepare_dataset(r, rules_dataset_statement(r, prefix, "reconcile_batch_rows", "v"),
+													 0, NULL);
+			CachedPlanSource *ps;
+
+			ps = linitial(SPI_plan_get_plan_sources(plan));
+			rules_refuse_volatile(r, (Node *) linitial(ps->query_list));
+			SPI_freeplan(plan);
+		}
+		error_context_stack = cb.previous;
+	}
 }
 
 /*
  * Plan the row rules rule_eval cannot evaluate as the projection of a scan
- * of the staged relation's row type (aliased "s", as the rules were
- * planned against the staged relation).
+ * of the target's row type (aliased by the table's name, as the rules
+ * were planned against the target).
  */
 static void
 prepare_row_plan(BatchRules *br)
 {
-	TupleDesc	sdesc = lookup_rowtype_tupdesc_copy(get_rel_type_id(br->staged), -1);
 	StringInfoData sql;
-	Oid			arraytype = get_array_type(get_rel_type_id(br->staged));
+	Oid			arraytype = get_array_type(br->rowdesc->tdtypeid);
+	const char *alias = quote_identifier(get_rel_name(br->target));
 
 	initStringInfo(&sql);
 	for (int i = 0; i < br->nrow; i++)
@@ -271,16 +357,16 @@ prepare_row_plan(BatchRules *br)
 		ErrorContextCallback cb;
 		RuleContext rc = {r, br->target_name};
 
-		if (br->exprs[i] != NULL && rule_eval_supported(br->exprs[i]))
+		if (rule_eval_supported(br->exprs[i]))
 			continue;
-		/* Alone first, so that an error (a system column) names the rule. */
+		/* Alone first, so that an error names the rule. */
 		cb.callback = rule_error_context;
 		cb.arg = &rc;
 		cb.previous = error_context_stack;
 		error_context_stack = &cb;
 		if (OidIsValid(arraytype))
-			SPI_freeplan(SPI_prepare(psprintf("SELECT (%s\n) IS NOT TRUE FROM pg_catalog.unnest($1) AS s",
-											  r->text), 1, &arraytype));
+			SPI_freeplan(SPI_prepare(psprintf("SELECT (%s\n) IS NOT TRUE FROM pg_catalog.unnest($1) AS %s",
+											  r->text, alias), 1, &arraytype));
 		error_context_stack = cb.previous;
 		appendStringInfo(&sql, "%s(%s\n) IS NOT TRUE", br->nrowplan > 0 ? ", " : "SELECT ", r->text);
 		br->source[i] = br->nrowplan++;
@@ -290,23 +376,15 @@ prepare_row_plan(BatchRules *br)
 	if (!OidIsValid(arraytype))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("the row rules attached to table \"%s\" cannot be evaluated on the staged rows of \"%s\"",
-						br->target_name, relation_display_name(br->staged)),
-				 errdetail("The staged relation's row type has no array type.")));
-	appendStringInfoString(&sql, " FROM pg_catalog.unnest($1) AS s");
+				 errmsg("the row rules attached to table \"%s\" cannot be evaluated in batches",
+						br->target_name),
+				 errdetail("The table's row type has no array type.")));
+	appendStringInfo(&sql, " FROM pg_catalog.unnest($1) AS %s", alias);
 	br->rowsql = sql.data;
 	br->rowplan = SPI_prepare(sql.data, 1, &arraytype);
 	if (br->rowplan == NULL)
 		elog(ERROR, "SPI_prepare failed for the row rules attached to table \"%s\": %s",
 			 br->target_name, SPI_result_code_string(SPI_result));
-	br->param_atts = palloc(sizeof(AttrNumber) * Max(sdesc->natts, 1));
-	for (int a = 1; a <= sdesc->natts; a++)
-		if (!TupleDescAttr(sdesc, a - 1)->attisdropped)
-			br->param_atts[br->nparams++] = a;
-	br->param_pos = palloc(sizeof(int) * Max(br->nparams, 1));
-	br->param_values = palloc0(sizeof(Datum) * Max(sdesc->natts, 1));
-	br->param_nulls = palloc(sizeof(bool) * Max(sdesc->natts, 1));
-	br->staged_natts = sdesc->natts;
 	br->planned_violated = palloc0(sizeof(bool) * br->nrowplan);
 }
 
@@ -319,7 +397,7 @@ start_row_query(BatchRules *br)
 	PlanState  *ps;
 
 	params->params[0].isnull = true;
-	params->params[0].ptype = get_array_type(get_rel_type_id(br->staged));
+	params->params[0].ptype = get_array_type(br->rowdesc->tdtypeid);
 	br->rowcplan = SPI_plan_get_cached_plan(br->rowplan);
 	if (br->rowcplan == NULL || list_length(br->rowcplan->stmt_list) != 1)
 		elog(ERROR, "could not plan the row rules attached to table \"%s\"", br->target_name);
@@ -329,7 +407,7 @@ start_row_query(BatchRules *br)
 	ExecutorStart(br->rowquery, 0);
 	ps = br->rowquery->planstate;
 	if (!IsA(ps, FunctionScanState) || ps->ps_ProjInfo == NULL ||
-		((ScanState *) ps)->ss_ScanTupleSlot->tts_tupleDescriptor->natts != br->staged_natts)
+		((ScanState *) ps)->ss_ScanTupleSlot->tts_tupleDescriptor->natts != br->rowdesc->natts)
 		elog(ERROR, "unexpected plan for the row rules attached to table \"%s\"", br->target_name);
 }
 
@@ -344,22 +422,23 @@ end_row_query(BatchRules *br)
 	br->rowcplan = NULL;
 }
 
-/* The target's current rules, checked against the staged relation. */
+/*
+ * The target's current rules, planned as batches run them.  The caller
+ * holds the batch's lock on the target, and t is its registration.
+ */
 BatchRules *
-batch_rules_load(Oid target, Oid staged)
+batch_rules_load(TargetInfo *t, Oid staged)
 {
 	bool		isnull = true;
 	Datum		d = (Datum) 0;
 	BatchRules *br;
 	RuleSet    *rs;
-	char	   *relsql;
 	RulesEnv	env;
-	Oid			argtype = TEXTARRAYOID;
 
 	/* As current as the registration, in every isolation level. */
 	state_read_latest("SELECT rules FROM reconcile.target_rules"
 					  " WHERE target OPERATOR(pg_catalog.=) $1"
-					  " ORDER BY version DESC LIMIT 1", target, 1);
+					  " ORDER BY version DESC LIMIT 1", t->relid, 1);
 	if (SPI_processed > 0)
 		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (isnull)
@@ -367,22 +446,24 @@ batch_rules_load(Oid target, Oid staged)
 
 	rs = rules_parse(DatumGetJsonbP(d));
 	br = palloc0(sizeof(BatchRules));
-	br->target = target;
-	br->target_name = relation_display_name(target);
-	br->owner = relation_owner(target);
-	br->staged = staged;
+	br->cxt = CurrentMemoryContext;
+	br->target = t->relid;
+	br->target_name = relation_display_name(t->relid);
+	br->owner = relation_owner(t->relid);
 	br->rules = rs;
 	while (br->nrow < rs->nrules && rs->rules[br->nrow].severity != RULE_DATASET)
 		br->nrow++;
 	br->violations = palloc0(sizeof(int64) * Max(rs->nrules, 1));
-	br->dropped = palloc0(sizeof(char *) * Max(rs->nrules, 1));
+	br->reasons = palloc0(sizeof(char *) * Max(rs->nrules, 1));
 	br->exprs = palloc0(sizeof(Node *) * Max(rs->nrules, 1));
 	br->source = palloc0(sizeof(int) * Max(rs->nrules, 1));
 	br->violated_now = palloc0(sizeof(bool) * Max(rs->nrules, 1));
+	br->rowdesc = lookup_rowtype_tupdesc_copy(get_rel_type_id(t->relid), -1);
+	br->row = MakeSingleTupleTableSlot(br->rowdesc, &TTSOpsVirtual);
 
 	/*
-	 * The rules run as the target's owner, and read the staged rows (a
-	 * dataset check reads them all): the owner must be able to.
+	 * The rules run as the target's owner, on the staged rows' values: the
+	 * owner must be able to read them.
 	 */
 	if (pg_class_aclcheck(staged, br->owner, ACL_SELECT) != ACLCHECK_OK &&
 		pg_attribute_aclcheck_all(staged, br->owner, ACL_SELECT, ACLMASK_ALL) != ACLCHECK_OK)
@@ -399,18 +480,49 @@ batch_rules_load(Oid target, Oid staged)
 						 relation_display_name(staged), owner)));
 	}
 
-	relsql = rules_quote_relation(staged);
 	rules_env_enter(&env, br->owner);
-	plan_rules_strict(rs, relsql, "s", batch_rows_prefix(staged),
-					  "reconcile_batch_rows", 1, &argtype, relation_display_name(target),
-					  br->exprs);
+	plan_rules_for_batches(rs, t, br->target_name, br->exprs);
 	prepare_row_plan(br);
 	rules_env_leave(&env);
+
+	br->eval_exprs = palloc(sizeof(Node *) * Max(br->nrow, 1));
+	br->eval_rule = palloc(sizeof(int) * Max(br->nrow, 1));
+	for (int i = 0; i < br->nrow; i++)
+	{
+		if (!rule_eval_supported(br->exprs[i]))
+			continue;
+		br->source[i] = -1 - br->neval;
+		br->eval_rule[br->neval] = i;
+		br->eval_exprs[br->neval++] = br->exprs[i];
+	}
+	br->alone = palloc0(sizeof(RuleEval *) * Max(br->neval, 1));
+	br->violated = palloc0(sizeof(bool) * Max(br->neval, 1));
 	return br;
 }
 
+/* Does the batch evaluate row rules (on each staged row)? */
+bool
+batch_rules_has_row_rules(BatchRules *br)
+{
+	return br != NULL && br->nrow > 0;
+}
+
+/* Does the batch run dataset checks (over its winners)? */
+bool
+batch_rules_has_dataset_checks(BatchRules *br)
+{
+	return br != NULL && br->nrow < br->rules->nrules;
+}
+
+/* The role the rules run as: the target's owner. */
+Oid
+batch_rules_owner(BatchRules *br)
+{
+	return br->owner;
+}
+
 /*
- * A run-time error in a row rule (division by zero on some staged row)
+ * A run-time error in a row rule that rowquery evaluates (a subquery)
  * surfaces while the loader reads the staged rows, where nothing tells
  * which expression raised it; say that rules were being evaluated.
  */
@@ -428,14 +540,15 @@ batch_rules_error_context(void *arg)
  * While the staged rows are read, search_path is the rules' own: the row
  * rules were planned under it and are evaluated under it.  (The loader's
  * own query qualifies every name.)  An error leaves the reset to the
- * transaction's abort.
+ * transaction's abort.  The evaluators start here, as the owner: compiling
+ * checks EXECUTE rights and inlines SQL functions.
  */
 void
 batch_rules_context_push(BatchState *b)
 {
 	BatchRules *br = b->rules;
 
-	if (br == NULL)
+	if (br == NULL || br->nrow == 0)
 		return;
 	br->context.callback = batch_rules_error_context;
 	br->context.arg = br;
@@ -444,77 +557,54 @@ batch_rules_context_push(BatchState *b)
 	br->path_nestlevel = NewGUCNestLevel();
 	(void) set_config_option("search_path", RULES_SEARCH_PATH, PGC_USERSET,
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	{
+		RulesEnv	env;
+
+		rules_user_enter(&env, br->owner);
+		if (br->neval > 0)
+			br->eval = rule_eval_begin(br->eval_exprs, br->neval, br->rowdesc, NULL);
+		if (br->rowplan != NULL)
+			start_row_query(br);
+		rules_user_leave(&env);
+	}
 }
 
 /* Undo batch_rules_context_push: restore search_path and the error context. */
 void
 batch_rules_context_pop(BatchState *b)
 {
-	if (b->rules == NULL)
+	BatchRules *br = b->rules;
+
+	if (br == NULL || br->nrow == 0)
 		return;
-	if (b->rules->rowquery != NULL)
+	if (br->rowquery != NULL)
 	{
 		RulesEnv	env;
 
-		rules_user_enter(&env, b->rules->owner);
-		end_row_query(b->rules);
+		rules_user_enter(&env, br->owner);
+		end_row_query(br);
 		rules_user_leave(&env);
 	}
-	AtEOXact_GUC(false, b->rules->path_nestlevel);
-	error_context_stack = b->rules->context.previous;
+	AtEOXact_GUC(false, br->path_nestlevel);
+	error_context_stack = br->context.previous;
 }
 
 /*
- * Append to the staged query, whose next column is at (1-based) position
- * firstpos, the staged columns the row rules read: those rule_eval reads,
- * and every column for rowplan.
+ * The slot in which the loader hands a staged row to batch_rules_row: the
+ * target's row type, every column NULL.
  */
-void
-batch_rules_append_columns(BatchRules *br, StringInfo sql, int firstpos)
+TupleTableSlot *
+batch_rules_slot(BatchRules *br)
 {
-	TupleDesc	sdesc = lookup_rowtype_tupdesc_copy(get_rel_type_id(br->staged), -1);
-	int		   *positions = palloc0(sizeof(int) * Max(sdesc->natts, 1));
-	Node	  **exprs = palloc(sizeof(Node *) * Max(br->nrow, 1));
-	int			nexprs = 0;
-	int			pos = firstpos - 1;
-	Bitmapset  *atts = NULL;
-	int			x = -1;
+	TupleTableSlot *slot = br->row;
 
-	for (int i = 0; i < br->nrow; i++)
+	ExecClearTuple(slot);
+	for (int a = 0; a < slot->tts_tupleDescriptor->natts; a++)
 	{
-		if (br->exprs[i] != NULL && rule_eval_supported(br->exprs[i]))
-		{
-			pull_varattnos(br->exprs[i], 1, &atts);
-			br->source[i] = -1 - nexprs;
-			exprs[nexprs++] = br->exprs[i];
-		}
+		slot->tts_values[a] = (Datum) 0;
+		slot->tts_isnull[a] = true;
 	}
-	while ((x = bms_next_member(atts, x)) >= 0)
-	{
-		AttrNumber	a = x + FirstLowInvalidHeapAttributeNumber;
-
-		appendStringInfo(sql, ", s.%s", quote_identifier(NameStr(TupleDescAttr(sdesc, a - 1)->attname)));
-		positions[a - 1] = pos++;
-	}
-	for (int k = 0; k < br->nparams; k++)
-	{
-		appendStringInfo(sql, ", s.%s",
-						 quote_identifier(NameStr(TupleDescAttr(sdesc, br->param_atts[k] - 1)->attname)));
-		br->param_pos[k] = pos++;
-	}
-	if (nexprs > 0 || br->rowplan != NULL)
-	{
-		RulesEnv	env;
-
-		/* Compiling checks EXECUTE rights and inlines SQL functions: as the owner. */
-		rules_user_enter(&env, br->owner);
-		if (nexprs > 0)
-			br->eval = rule_eval_begin(exprs, nexprs, sdesc, positions);
-		if (br->rowplan != NULL)
-			start_row_query(br);
-		rules_user_leave(&env);
-		br->violated = palloc(sizeof(bool) * Max(nexprs, 1));
-	}
+	return slot;
 }
 
 /* Evaluate the rules rule_eval cannot on one staged row: rowquery's projection. */
@@ -528,19 +618,9 @@ run_row_plan(BatchRules *br, TupleTableSlot *row)
 	MemoryContext old;
 
 	ResetExprContext(econtext);
-	slot_getallattrs(row);
-	for (int a = 0; a < br->staged_natts; a++)
-		br->param_nulls[a] = true;
-	for (int k = 0; k < br->nparams; k++)
-	{
-		int			a = br->param_atts[k] - 1;
-
-		br->param_values[a] = row->tts_values[br->param_pos[k]];
-		br->param_nulls[a] = row->tts_isnull[br->param_pos[k]];
-	}
 	old = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
 	ExecStoreMinimalTuple(heap_form_minimal_tuple(scan->tts_tupleDescriptor,
-												  br->param_values, br->param_nulls),
+												  row->tts_values, row->tts_isnull),
 						  scan, false);
 	MemoryContextSwitchTo(old);
 	econtext->ecxt_scantuple = scan;
@@ -552,19 +632,43 @@ run_row_plan(BatchRules *br, TupleTableSlot *row)
 	ExecClearTuple(scan);
 }
 
-/* Evaluate every row rule on one staged row, as the owner, restricted. */
+/* run_row_plan, as the owner, restricted. */
 static void
-evaluate_row(BatchRules *br, TupleTableSlot *row)
+run_row_plan_as_owner(BatchRules *br, TupleTableSlot *row)
 {
 	RulesEnv	env;
 
 	rules_user_enter(&env, br->owner);
 	PG_TRY();
 	{
-		if (br->eval != NULL)
-			rule_eval_row(br->eval, row, br->violated);
-		if (br->rowquery != NULL)
-			run_row_plan(br, row);
+		run_row_plan(br, row);
+	}
+	PG_FINALLY();
+	{
+		rules_user_leave(&env);
+	}
+	PG_END_TRY();
+}
+
+/* One evaluation by rule_eval, run in a subtransaction: all rules, or one alone. */
+typedef struct RowEval
+{
+	BatchRules *br;
+	TupleTableSlot *row;
+	RuleEval   *eval;
+	bool	   *violated;
+} RowEval;
+
+static void
+run_row_eval(void *arg)
+{
+	RowEval    *re = arg;
+	RulesEnv	env;
+
+	rules_user_enter(&env, re->br->owner);
+	PG_TRY();
+	{
+		rule_eval_row(re->eval, re->row, re->violated);
 	}
 	PG_FINALLY();
 	{
@@ -574,48 +678,117 @@ evaluate_row(BatchRules *br, TupleTableSlot *row)
 }
 
 /*
- * Look at one staged row's rules.  Returns how many drop rules it violates
- * (their names in *dropped); fail and warn violations are counted for rows
- * that are loaded, that is neither rejected nor dropped.
+ * Errors a staged value can make a rule raise (division by zero, a cast,
+ * an overflow, a domain's check): the row's, not the batch's.  Anything
+ * else (a permission, a write refused as read-only, a cancel) fails the
+ * batch.
+ */
+static bool
+is_row_error(ErrorData *e)
+{
+	int			category = ERRCODE_TO_CATEGORY(e->sqlerrcode);
+
+	return category == ERRCODE_DATA_EXCEPTION ||
+		category == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION;
+}
+
+/*
+ * Evaluate the rules rule_eval evaluates on one row, in a subtransaction.
+ * If a rule raises a row's error, each rule is evaluated again alone, each
+ * in a subtransaction of its own: those that raise it are named in the
+ * row's reasons, the others' results stand.  Returns how many erred.
+ */
+static int
+eval_row_trapped(BatchRules *br, TupleTableSlot *row, int nreasons)
+{
+	RowEval		re = {br, row, br->eval, br->violated};
+	ErrorData  *e = run_in_subtransaction(run_row_eval, &re, true);
+	int			nerrors = 0;
+
+	if (e == NULL)
+		return 0;
+	if (!is_row_error(e))
+		ReThrowError(e);
+	for (int k = 0; k < br->neval; k++)
+	{
+		Rule	   *r = &br->rules->rules[br->eval_rule[k]];
+
+		if (br->alone[k] == NULL)
+		{
+			MemoryContext old = MemoryContextSwitchTo(br->cxt);
+			RulesEnv	env;
+
+			rules_user_enter(&env, br->owner);
+			br->alone[k] = rule_eval_begin(&br->eval_exprs[k], 1, br->rowdesc, NULL);
+			rules_user_leave(&env);
+			MemoryContextSwitchTo(old);
+		}
+		re.eval = br->alone[k];
+		re.violated = &br->violated[k];
+		e = run_in_subtransaction(run_row_eval, &re, true);
+		if (e == NULL)
+			continue;
+		if (!is_row_error(e))
+			ReThrowError(e);
+		br->violated[k] = false;
+		br->reasons[nreasons + nerrors++] = psprintf("rule \"%s\" could not be evaluated: %s",
+													r->name, e->message);
+	}
+	return nerrors;
+}
+
+/*
+ * Look at one staged row's rules: row, filled in batch_rules_slot(), holds
+ * a row that passed staging, as the batch would write it.  Returns how
+ * many reasons reject it (their texts in *reasons): a drop rule it
+ * violates, or a rule that raised an error on it.  A row that is not
+ * rejected has its fail and warn violations counted.
  */
 int
-batch_rules_row(BatchRules *br, TupleTableSlot *row, bool rejected, const char ***dropped)
+batch_rules_row(BatchRules *br, TupleTableSlot *row, const char ***reasons)
 {
-	int			ndropped = 0;
+	int			nreasons = 0;
 
-	evaluate_row(br, row);
+	if (br->eval != NULL)
+		nreasons = eval_row_trapped(br, row, 0);
+	if (br->rowquery != NULL)
+		run_row_plan_as_owner(br, row);
 	for (int i = 0; i < br->nrow; i++)
 	{
 		int			src = br->source[i];
 
 		br->violated_now[i] = src >= 0 ? br->planned_violated[src] : br->violated[-1 - src];
 		if (br->violated_now[i] && br->rules->rules[i].severity == RULE_DROP)
-			br->dropped[ndropped++] = br->rules->rules[i].name;
+			br->reasons[nreasons++] = psprintf("violates drop rule \"%s\"",
+											   br->rules->rules[i].name);
 	}
-	*dropped = br->dropped;
-	if (rejected || ndropped > 0)
-		return ndropped;
+	*reasons = br->reasons;
+	if (nreasons > 0)
+		return nreasons;
 	for (int i = 0; i < br->nrow; i++)
 		if (br->violated_now[i] && br->rules->rules[i].severity != RULE_DROP)
 			br->violations[i]++;
 	return 0;
 }
 
-/*
- * Before the merge: a fail rule violated by a loaded row, or a dataset
- * check with rows over the batch's staged rows, refuses the whole batch.
- */
+static void
+refuse_batch(BatchState *b, const char *breaches)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CHECK_VIOLATION),
+			 errmsg("batch %s breaches the data-quality rules of table \"%s\"",
+					b->batch_id, b->target->relname),
+			 errdetail("Breached: %s.", breaches),
+			 errhint("Correct the staged rows, or review the rules with reconcile_set_rules, and call reconcile_batch again; nothing was applied.")));
+}
+
+/* Before the merge: a fail rule violated by a loaded row refuses the whole batch. */
 void
 batch_rules_gate(BatchState *b)
 {
 	BatchRules *br = b->rules;
 	StringInfoData breaches;
 	int			nbreaches = 0;
-	ArrayBuildState *keys;
-	Oid			argtype = TEXTARRAYOID;
-	Datum		arg;
-	char	   *prefix;
-	RulesEnv	env;
 
 	if (br == NULL)
 		return;
@@ -629,52 +802,64 @@ batch_rules_gate(BatchState *b)
 							 nbreaches++ > 0 ? "; " : "", r->name, br->violations[i],
 							 br->violations[i] == 1 ? "row" : "rows");
 	}
+	if (nbreaches > 0)
+		refuse_batch(b, breaches.data);
+}
 
-	keys = initArrayResult(TEXTOID, CurrentMemoryContext, false);
-	for (int i = 0; i < b->manifest->nentries; i++)
-		keys = accumArrayResult(keys, CStringGetTextDatum(b->manifest->entries[i].object_key),
-								false, TEXTOID, CurrentMemoryContext);
-	arg = makeArrayResult(keys, CurrentMemoryContext);
-	prefix = batch_rows_prefix(br->staged);
+/*
+ * After the merge, before anything is written: run the dataset checks
+ * over the batch's winners (rows_sql: a SELECT of them under the target's
+ * column names that the owner may read, see apply.c), as the owner,
+ * restricted, as the row rules run.  A check that returns rows refuses
+ * the batch.
+ */
+void
+batch_rules_check_winners(BatchState *b, const char *rows_sql)
+{
+	BatchRules *br = b->rules;
+	StringInfoData breaches;
+	int			nbreaches = 0;
+	char	   *prefix = batch_rows_prefix(b->target, rows_sql);
+	RulesEnv	env;
 
-	/* Dataset checks run as the owner, restricted, as the row rules do. */
+	initStringInfo(&breaches);
+
+	/* The batch's snapshot, seeing the winners just queued. */
+	PushCopiedSnapshot(GetActiveSnapshot());
+	UpdateActiveSnapshotCommandId();
 	rules_env_enter(&env, br->owner);
+	for (int i = br->nrow; i < br->rules->nrules; i++)
 	{
-		for (int i = br->nrow; i < br->rules->nrules; i++)
-		{
-			Rule	   *r = &br->rules->rules[i];
-			ErrorContextCallback cb;
-			RuleContext rc = {r, b->target->relname};
-			bool		isnull;
-			int64		n;
-			SPIPlanPtr	plan;
+		Rule	   *r = &br->rules->rules[i];
+		ErrorContextCallback cb;
+		RuleContext rc = {r, b->target->relname};
+		bool		isnull;
+		int64		n;
+		SPIPlanPtr	plan;
+		CachedPlanSource *ps;
 
-			cb.callback = rule_error_context;
-			cb.arg = &rc;
-			cb.previous = error_context_stack;
-			error_context_stack = &cb;
-			plan = rules_prepare_dataset(r, rules_dataset_statement(r, prefix, "reconcile_batch_rows",
-																	 "pg_catalog.count(*)"),
-										 1, &argtype);
-			if (SPI_execute_plan(plan, &arg, NULL, true, 1) != SPI_OK_SELECT)
-				elog(ERROR, "could not run dataset check \"%s\"", r->name);
-			n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-			error_context_stack = cb.previous;
-			if (n > 0)
-				appendStringInfo(&breaches, "%sdataset check \"%s\": " INT64_FORMAT " %s",
-								 nbreaches++ > 0 ? "; " : "", r->name, n, n == 1 ? "row" : "rows");
-			SPI_freeplan(plan);
-		}
+		cb.callback = rule_error_context;
+		cb.arg = &rc;
+		cb.previous = error_context_stack;
+		error_context_stack = &cb;
+		plan = rules_prepare_dataset(r, rules_dataset_statement(r, prefix, "reconcile_batch_rows",
+																 "pg_catalog.count(*)"),
+									 0, NULL);
+		ps = linitial(SPI_plan_get_plan_sources(plan));
+		rules_refuse_volatile(r, (Node *) linitial(ps->query_list));
+		if (SPI_execute_plan(plan, NULL, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not run dataset check \"%s\"", r->name);
+		n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		error_context_stack = cb.previous;
+		if (n > 0)
+			appendStringInfo(&breaches, "%sdataset check \"%s\": " INT64_FORMAT " %s",
+							 nbreaches++ > 0 ? "; " : "", r->name, n, n == 1 ? "row" : "rows");
+		SPI_freeplan(plan);
 	}
 	rules_env_leave(&env);
-
+	PopActiveSnapshot();
 	if (nbreaches > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_CHECK_VIOLATION),
-				 errmsg("batch %s breaches the data-quality rules of table \"%s\"",
-						b->batch_id, b->target->relname),
-				 errdetail("Breached: %s.", breaches.data),
-				 errhint("Correct the staged rows, or review the rules with reconcile_set_rules, and call reconcile_batch again; nothing was applied.")));
+		refuse_batch(b, breaches.data);
 }
 
 /* The receipt's warnings: violations per warn rule, as a jsonb object. */
@@ -699,4 +884,3 @@ batch_rules_warnings(BatchRules *br, bool *isnull)
 	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	return JsonbPGetDatum(JsonbValueToJsonb(res));
 }
-

@@ -6,12 +6,14 @@
  * All row rules of a document are evaluated in one scan of the relation:
  *		SELECT <sample columns>, (r1) IS NOT TRUE, (r2) IS NOT TRUE, ...
  * whose rows are consumed by a DestReceiver that counts violations and
- * keeps a few samples, without materialising the result.  A rule that
- * cannot be planned is left out of the scan and reported as ERROR; when
+ * keeps a few samples, without materialising the result.  A rule that does
+ * not parse, is refused or cannot be planned is left out of the scan and
+ * reported as ERROR, with its SQLSTATE, beside its descriptive keys; when
  * the scan itself fails at run time (division by zero on some row) the
  * rules are split in halves and rescanned until the failing rules are
  * isolated.  Every attempt runs in a subtransaction that is rolled back,
- * so nothing a rule does outlives the check but its counts.
+ * so nothing a rule does outlives the check but its counts.  With option
+ * fail_on_breach a blocked gate becomes an error once the result is built.
  */
 #include "postgres.h"
 
@@ -45,7 +47,6 @@
 #include "jsonread.h"
 #include "receiver.h"
 #include "rules.h"
-#include "subxact.h"
 
 PG_FUNCTION_INFO_V1(reconcile_check);
 PG_FUNCTION_INFO_V1(reconcile_check_report);
@@ -70,6 +71,7 @@ typedef struct RuleResult
 	int			nsamples;
 	JsonbParseState *samples;	/* an open JSON array of the samples */
 	char	   *error;
+	int			sqlerrcode;		/* of error */
 	Node	   *expr;			/* parse-analysed, when rule_eval can run it */
 } RuleResult;
 
@@ -85,6 +87,7 @@ typedef struct CheckRun
 	char	  **keys;
 	AttrNumber *keyatts;
 	TupleDesc	rowdesc;		/* the relation's row type, for whole-row samples */
+	bool		fail_on_breach;
 	int64		total_rows;
 	bool		counted;
 	MemoryContext cxt;			/* outlives SPI and subtransactions */
@@ -208,26 +211,6 @@ scan_receive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
-/*
- * Run fn(arg) in a subtransaction that is always rolled back, so that
- * whatever a rule did besides computing (set_config, a temporary table)
- * is undone; results are kept in memory outside the subtransaction.  On
- * error return it; a cancel, a shutdown or running out of memory is no
- * finding of the rule and goes on up.
- */
-static ErrorData *
-try_in_subtransaction(void (*fn) (void *), void *arg)
-{
-	ErrorData  *error = run_in_subtransaction(fn, arg, false);
-
-	if (error != NULL &&
-		(error->sqlerrcode == ERRCODE_QUERY_CANCELED ||
-		 error->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
-		 error->sqlerrcode == ERRCODE_OUT_OF_MEMORY))
-		ReThrowError(error);
-	return error;
-}
-
 typedef struct ScanArgs
 {
 	CheckRun   *run;
@@ -346,7 +329,7 @@ scan_subset(CheckRun *run, int *idx, int n)
 
 	if (n == 0 && run->counted)
 		return;
-	error = try_in_subtransaction(scan_rules, &a);
+	error = rules_try(scan_rules, &a);
 	if (error == NULL)
 		return;
 	if (n <= 1)
@@ -355,6 +338,7 @@ scan_subset(CheckRun *run, int *idx, int n)
 		{
 			run->results[idx[0]].status = RS_ERROR;
 			run->results[idx[0]].error = MemoryContextStrdup(run->cxt, error->message);
+			run->results[idx[0]].sqlerrcode = error->sqlerrcode;
 		}
 		else
 			ereport(ERROR,
@@ -571,11 +555,20 @@ parse_options(CheckRun *run, Jsonb *options)
 				keys = lappend(keys, col);
 			}
 		}
+		else if (strcmp(key, "fail_on_breach") == 0)
+		{
+			if (v.type != jbvBool)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("option \"fail_on_breach\" must be a boolean, not %s",
+								jbv_type_name(&v))));
+			run->fail_on_breach = v.val.boolean;
+		}
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("unknown option \"%s\"", key),
-					 errhint("The options are \"sample\" and \"key_columns\".")));
+					 errhint("The options are \"sample\", \"key_columns\" and \"fail_on_breach\".")));
 	}
 	run->nkeys = list_length(keys);
 	run->keys = palloc(sizeof(char *) * Max(run->nkeys, 1));
@@ -657,7 +650,8 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 	run->rowdesc = lookup_rowtype_tupdesc_copy(get_rel_type_id(relid), -1);
 	parse_options(run, options);
 	check_sample_privileges(run);
-	rs = rules_parse(doc);
+	/* A rule that does not pass its checks is ERROR; the others run. */
+	rs = rules_parse_for_report(doc);
 	run->rules = rs;
 	run->results = palloc0(sizeof(RuleResult) * Max(rs->nrules, 1));
 	idx = palloc(sizeof(int) * Max(rs->nrules, 1));
@@ -665,6 +659,12 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 	{
 		run->results[i].rule = &rs->rules[i];
 		samples_reset(run, &run->results[i]);
+		if (rs->rules[i].error != NULL)
+		{
+			run->results[i].status = RS_ERROR;
+			run->results[i].error = rs->rules[i].error;
+			run->results[i].sqlerrcode = rs->rules[i].sqlerrcode;
+		}
 	}
 
 	/*
@@ -677,7 +677,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 		int		   *rows = palloc(sizeof(int) * Max(rs->nrules, 1));
 
 		for (int i = 0; i < rs->nrules; i++)
-			if (rs->rules[i].severity != RULE_DATASET)
+			if (rs->rules[i].severity != RULE_DATASET && run->results[i].status != RS_ERROR)
 				rows[nrow++] = i;
 
 		/*
@@ -688,7 +688,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 		{
 			ScanArgs	together = {run, rows + done, Min(nrow - done, RULES_MAX_PER_SCAN)};
 
-			if (try_in_subtransaction(plan_rules_together, &together) == NULL)
+			if (rules_try(plan_rules_together, &together) == NULL)
 			{
 				for (int j = 0; j < together.n; j++)
 					idx[n++] = together.idx[j];
@@ -701,11 +701,12 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 				ErrorData  *error;
 
 				CHECK_FOR_INTERRUPTS();
-				error = try_in_subtransaction(plan_row_rule_cb, &pa);
+				error = rules_try(plan_row_rule_cb, &pa);
 				if (error != NULL)
 				{
 					res->status = RS_ERROR;
 					res->error = error->message;
+					res->sqlerrcode = error->sqlerrcode;
 				}
 				else
 					idx[n++] = together.idx[j];
@@ -723,14 +724,15 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 			DatasetArgs da = {run, res, "", run->relsql, NULL};
 			ErrorData  *error;
 
-			if (res->rule->severity != RULE_DATASET)
+			if (res->rule->severity != RULE_DATASET || res->status == RS_ERROR)
 				continue;
 			CHECK_FOR_INTERRUPTS();
-			error = try_in_subtransaction(run_dataset_check, &da);
+			error = rules_try(run_dataset_check, &da);
 			if (error != NULL)
 			{
 				res->status = RS_ERROR;
 				res->error = error->message;
+				res->sqlerrcode = error->sqlerrcode;
 			}
 		}
 	}
@@ -791,6 +793,91 @@ result_detail(CheckRun *run, RuleResult *res)
 	return NULL;
 }
 
+/* The SQLSTATE of a rule in ERROR, as text; NULL otherwise. */
+static char *
+result_sqlstate(RuleResult *res)
+{
+	if (res->status != RS_ERROR || res->sqlerrcode == 0)
+		return NULL;
+	return pstrdup(unpack_sql_state(res->sqlerrcode));
+}
+
+/* A rule's "columns" as a text[]; NULL when the rule has no such key. */
+static Datum
+rule_columns_array(Rule *r, bool *isnull)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(r->columns), 1));
+	ListCell   *lc;
+	int			n = 0;
+
+	*isnull = !r->has_columns;
+	if (*isnull)
+		return (Datum) 0;
+	foreach(lc, r->columns)
+		elems[n++] = CStringGetTextDatum(lfirst(lc));
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/* At most this many breaching rules are named in fail_on_breach's error. */
+#define BREACHES_NAMED 20
+
+/*
+ * Option fail_on_breach: once the check has run in full and its result is
+ * built, a blocked gate becomes an error whose detail names the breaching
+ * rules, for jobs (pg_cron, CI) that see only success or failure.  23514,
+ * as reconcile_batch's refusal of a batch that breaches its rules: the
+ * data violates the rules declared for it; distinct from the errors that
+ * mean the check could not run (22023, 42P01, 42501).
+ */
+static void
+raise_if_blocked(CheckRun *run)
+{
+	StringInfoData detail;
+	int			nbreach = 0;
+
+	if (!run->fail_on_breach)
+		return;
+	initStringInfo(&detail);
+	for (int i = 0; i < run->rules->nrules; i++)
+	{
+		RuleResult *res = &run->results[i];
+		Rule	   *r = res->rule;
+
+		if (!result_breaches(res))
+			continue;
+		if (++nbreach > BREACHES_NAMED)
+			continue;
+		appendStringInfo(&detail, "%s%s \"%s\": ", nbreach > 1 ? "; " : "",
+						 r->severity == RULE_DATASET ? "dataset check" : "fail rule", r->name);
+		if (res->status == RS_ERROR)
+			appendStringInfo(&detail, "ERROR %s (%s)", result_sqlstate(res) ? result_sqlstate(res) : "",
+							 res->error);
+		else
+			appendStringInfo(&detail, INT64_FORMAT " %s", res->invalid,
+							 res->invalid == 1 ? "row" : "rows");
+	}
+	if (nbreach == 0)
+		return;
+	if (nbreach > BREACHES_NAMED)
+		appendStringInfo(&detail, "; and %d more", nbreach - BREACHES_NAMED);
+	ereport(ERROR,
+			(errcode(ERRCODE_CHECK_VIOLATION),
+			 errmsg("relation %s breaches %d of %d data-quality rules",
+					run->relsql, nbreach, run->rules->nrules),
+			 errdetail("Breached: %s.", detail.data),
+			 errhint("Option \"fail_on_breach\" turns a blocked gate into this error once every rule has run; run the check without it for the whole report.")));
+}
+
+/* A string field of the report, null when the value is absent. */
+static void
+push_optional_string(JsonbParseState **st, const char *key, const char *value)
+{
+	if (value)
+		jsonb_push_string_field(st, key, value);
+	else
+		jsonb_push_null_field(st, key);
+}
+
 static void
 check_args(FunctionCallInfo fcinfo, const char *fn)
 {
@@ -802,7 +889,8 @@ check_args(FunctionCallInfo fcinfo, const char *fn)
  * reconcile_check(relation regclass, rules jsonb, options jsonb DEFAULT '{}')
  *		Evaluates a rules document against a relation; returns one row per rule
  *		(rule, severity, status, invalid_rows, invalid_pct, gate_breach,
- *		sample, detail).
+ *		sample, detail, sqlstate, description, columns, reference_context);
+ *		with option fail_on_breach, an error instead when the gate is blocked.
  */
 Datum
 reconcile_check(PG_FUNCTION_ARGS)
@@ -822,9 +910,11 @@ reconcile_check(PG_FUNCTION_ARGS)
 	for (int i = 0; i < run->rules->nrules; i++)
 	{
 		RuleResult *res = &run->results[i];
-		Datum		values[8];
-		bool		isnull[8] = {false};
+		Datum		values[12];
+		bool		isnull[12] = {false};
 		char	   *detail = result_detail(run, res);
+		char	   *sqlstate = result_sqlstate(res);
+		Rule	   *r = res->rule;
 
 		values[0] = CStringGetTextDatum(res->rule->name);
 		values[1] = CStringGetTextDatum(rule_severity_names[res->rule->severity]);
@@ -842,9 +932,18 @@ reconcile_check(PG_FUNCTION_ARGS)
 		values[5] = BoolGetDatum(result_breaches(res));
 		values[7] = detail ? CStringGetTextDatum(detail) : (Datum) 0;
 		isnull[7] = detail == NULL;
+		values[8] = sqlstate ? CStringGetTextDatum(sqlstate) : (Datum) 0;
+		isnull[8] = sqlstate == NULL;
+		values[9] = r->description ? CStringGetTextDatum(r->description) : (Datum) 0;
+		isnull[9] = r->description == NULL;
+		values[10] = rule_columns_array(r, &isnull[10]);
+		values[11] = r->reference_context ? CStringGetTextDatum(r->reference_context) : (Datum) 0;
+		isnull[11] = r->reference_context == NULL;
+		/* Under the 1.0 declaration (8 columns) the later ones are left out. */
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
 	}
 	SPI_finish();
+	raise_if_blocked(run);
 	return (Datum) 0;
 }
 
@@ -921,6 +1020,24 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 			jsonb_push_string_field(&st, "detail", detail);
 		else
 			jsonb_push_null_field(&st, "detail");
+		push_optional_string(&st, "sqlstate", result_sqlstate(res));
+		push_optional_string(&st, "description", res->rule->description);
+		jsonb_push_key(&st, "columns");
+		if (res->rule->has_columns)
+		{
+			ListCell   *lc;
+
+			pushJsonbValue(&st, WJB_BEGIN_ARRAY, NULL);
+			foreach(lc, res->rule->columns)
+				jsonb_push_string(&st, WJB_ELEM, lfirst(lc));
+			pushJsonbValue(&st, WJB_END_ARRAY, NULL);
+		}
+		else
+		{
+			v.type = jbvNull;
+			pushJsonbValue(&st, WJB_VALUE, &v);
+		}
+		push_optional_string(&st, "reference_context", res->rule->reference_context);
 		pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	}
 	pushJsonbValue(&st, WJB_END_ARRAY, NULL);
@@ -934,6 +1051,7 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 	pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	result = JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL)));
 	SPI_finish();
+	raise_if_blocked(run);
 	PG_RETURN_DATUM(result);
 }
 

@@ -7,10 +7,11 @@
  * loaded (a value that does not cast, a NULL key, a bad version or
  * operation) is recorded in reconcile.rejects with every problem found and
  * goes no further.  The others are cast to the target's types, given their
- * payload hash and fed to a tuplesort (key, version descending, object,
- * source row), which stays within work_mem and spills beyond it; merge.c
- * reads the sorted stream.  The payload hash's canonical form is
- * payload.c's.
+ * payload hash, held to the target's row rules (rules_attach.c: a drop
+ * rule violated, or a rule's error on the row, rejects it) and fed to a
+ * tuplesort (key, version descending, object, source row), which stays
+ * within work_mem and spills beyond it; merge.c reads the sorted stream.
+ * The payload hash's canonical form is payload.c's.
  */
 #include "postgres.h"
 
@@ -74,7 +75,10 @@ typedef struct StageReader
 	int			hash_pos;		/* 0 if the staged relation has none */
 	Oid			hash_type;
 	FmgrInfo	hash_out;
+	bool		has_version_id; /* the query's last column is version_id */
+	const char *version_id;		/* the manifest's, of the row being read */
 	StateBuffer *rejects;
+	bool		rejects_version_id; /* reconcile.rejects has 1.1's version_id */
 	TupleTableSlot *slot;
 	MemoryContext rowcxt;
 	ResourceOwner owner;		/* the batch's, not the cursor's */
@@ -163,8 +167,8 @@ add_reject(StageReader *r, const char *object_key, bool source_row_null,
 		   int64 source_row, const char *column, const char *raw,
 		   const char *reason)
 {
-	Datum		values[7];
-	bool		isnull[7] = {false};
+	Datum		values[8];
+	bool		isnull[8] = {false};
 
 	values[2] = CStringGetTextDatum(object_key);
 	values[3] = Int64GetDatum(source_row);
@@ -174,6 +178,7 @@ add_reject(StageReader *r, const char *object_key, bool source_row_null,
 	values[5] = raw ? CStringGetTextDatum(raw) : (Datum) 0;
 	isnull[5] = (raw == NULL);
 	values[6] = CStringGetTextDatum(reason);
+	values[7] = CStringGetTextDatum(r->version_id);
 
 	if (r->spool != NULL)
 	{
@@ -235,6 +240,38 @@ parse_staged_hash(StageReader *r, Datum value, uint8 *digest, char **raw)
 #define GETARG(n, isnullp) \
 	(*(isnullp) = in->tts_isnull[(n) - 1], in->tts_values[(n) - 1])
 
+/*
+ * A staged row that passed staging as the target's row, for the rules:
+ * keys, version, tombstone, hash and payload as the batch would write
+ * them (out: the sort tuple's values), every other column NULL.
+ */
+static TupleTableSlot *
+rules_row(BatchState *b, Datum *out, bool *outnull, bool is_delete, int64 version)
+{
+	TargetInfo *t = b->target;
+	TupleTableSlot *row = batch_rules_slot(b->rules);
+
+	for (int i = 0; i < t->nkeys; i++)
+	{
+		row->tts_values[t->keys[i].attnum - 1] = out[SORT_ATT_FIRST_KEY - 1 + i];
+		row->tts_isnull[t->keys[i].attnum - 1] = false;
+	}
+	row->tts_values[t->version.attnum - 1] = version_datum(t, version);
+	row->tts_isnull[t->version.attnum - 1] = false;
+	row->tts_values[t->deleted.attnum - 1] = BoolGetDatum(is_delete);
+	row->tts_isnull[t->deleted.attnum - 1] = false;
+	row->tts_values[t->hash.attnum - 1] = out[SORT_ATT_HASH - 1];
+	row->tts_isnull[t->hash.attnum - 1] = false;
+	for (int i = 0; i < t->npayload; i++)
+	{
+		int			a = SORT_ATT_FIRST_KEY - 1 + t->nkeys + i;
+
+		row->tts_values[t->payload[i].attnum - 1] = out[a];
+		row->tts_isnull[t->payload[i].attnum - 1] = outnull[a];
+	}
+	return ExecStoreVirtualTuple(row);
+}
+
 /* Process one staged row: reject it, or cast, hash and sort it. */
 static void
 stage_row(StageReader *r, TupleTableSlot *in)
@@ -260,9 +297,19 @@ stage_row(StageReader *r, TupleTableSlot *in)
 
 	slot_getallattrs(in);
 	object_key = TextDatumGetCString(GETARG(1, &isnull));
-	obj = manifest_find(b->manifest, object_key);
+	if (r->has_version_id)
+	{
+		/* A row belongs to the manifest entry of its (object_key, version_id). */
+		d = GETARG(in->tts_tupleDescriptor->natts, &isnull);
+		if (isnull)
+			return;				/* no object version of the manifest */
+		obj = manifest_find(b->manifest, object_key, TextDatumGetCString(d));
+	}
+	else
+		obj = manifest_find(b->manifest, object_key, NULL);
 	if (obj < 0)
-		return;					/* matched under a non-bytewise collation */
+		return;					/* not in the manifest, or matched under a non-bytewise collation */
+	r->version_id = b->manifest->entries[obj].version_id;
 	b->staged_rows[obj]++;
 
 	d = GETARG(r->source_row_pos, &source_row_null);
@@ -382,18 +429,6 @@ stage_row(StageReader *r, TupleTableSlot *in)
 	}
 #undef REJECT
 
-	/* Data-quality rules (rules_attach.c): a drop rule violated rejects the row. */
-	if (b->rules != NULL)
-	{
-		const char **dropped;
-		int			ndropped = batch_rules_row(b->rules, in, problems > 0, &dropped);
-
-		for (int i = 0; i < ndropped; i++)
-			add_reject(r, object_key, source_row_null, source_row, NULL, NULL,
-					   psprintf("violates drop rule \"%s\"", dropped[i]));
-		problems += ndropped;
-	}
-
 	if (problems > 0)
 	{
 		b->counts[obj][DISP_REJECTED]++;
@@ -411,6 +446,29 @@ stage_row(StageReader *r, TupleTableSlot *in)
 		memcpy(VARDATA(h), digest, RECONCILE_SHA256_LEN);
 		out[SORT_ATT_HASH - 1] = PointerGetDatum(h);
 	}
+
+	/*
+	 * Data-quality rules (rules_attach.c) see the row as the batch would
+	 * write it, in the target's types: a drop rule it violates, or a rule
+	 * that raises an error on it, rejects it.
+	 */
+	if (batch_rules_has_row_rules(b->rules))
+	{
+		const char **reasons;
+		int			nreasons;
+
+		nreasons = batch_rules_row(b->rules, rules_row(b, out, outnull, is_delete, version),
+								   &reasons);
+		for (int i = 0; i < nreasons; i++)
+			add_reject(r, object_key, source_row_null, source_row, NULL, NULL, reasons[i]);
+		if (nreasons > 0)
+		{
+			b->counts[obj][DISP_REJECTED]++;
+			b->totals[DISP_REJECTED]++;
+			return;
+		}
+	}
+
 	out[SORT_ATT_OBJECT - 1] = Int32GetDatum(obj);
 	out[SORT_ATT_SOURCE_ROW - 1] = Int64GetDatum(source_row);
 	out[SORT_ATT_DELETE - 1] = BoolGetDatum(is_delete);
@@ -485,6 +543,55 @@ staged_column(Relation srel, const char *name, bool required, Oid *type)
 				 errdetail("A staged relation has the columns object_key, source_row and operation, and the target's key, version and payload columns under the target's names."),
 				 errhint("Add the column to the staged relation, or register the target with payload_columns naming only the columns the stage provides.")));
 	return 0;
+}
+
+/*
+ * Schema drift: a staged column that is neither a loader column nor a
+ * column of the target would be silently ignored; it is refused unless the
+ * batch's options accept it (unknown_columns: 'ignore').  Columns of the
+ * target that the registration does not load (its hash or deleted column,
+ * a column left out of payload_columns) are not drift.
+ */
+static void
+check_unknown_columns(BatchState *b, Relation srel)
+{
+	static const char *const loader_columns[] = {
+		"object_key", "source_row", "operation", "version_id", "payload_hash"
+	};
+	TupleDesc	desc = RelationGetDescr(srel);
+	StringInfoData unknown;
+	char	   *first = NULL;
+	int			nunknown = 0;
+
+	if (b->options.ignore_unknown_columns)
+		return;
+	initStringInfo(&unknown);
+	for (int a = 0; a < desc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+		const char *name = NameStr(att->attname);
+		bool		known = false;
+
+		if (att->attisdropped)
+			continue;
+		for (int i = 0; i < lengthof(loader_columns); i++)
+			if (strcmp(name, loader_columns[i]) == 0)
+				known = true;
+		if (known || get_attnum(b->target->relid, name) > 0)
+			continue;
+		if (first == NULL)
+			first = pstrdup(name);
+		appendStringInfo(&unknown, "%s%s", nunknown++ > 0 ? ", " : "", quote_identifier(name));
+	}
+	if (nunknown > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of staged relation \"%s\" is neither a loader column nor a column of table \"%s\"",
+						first, RelationGetRelationName(srel), b->target->relname),
+				 errdetail("Staged columns unknown to the batch: %s. A batch reads object_key, source_row, operation, the optional version_id and payload_hash, and columns of the target under its names.",
+						   unknown.data),
+				 errhint("Drop or rename the column, or pass options => '{\"unknown_columns\": \"ignore\"}' to reconcile_batch or reconcile_register to load without it.")));
+	pfree(unknown.data);
 }
 
 static TupleDesc
@@ -608,9 +715,33 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 		fmgr_info(outfunc, &r->hash_out);
 		appendStringInfoString(sql, ", s.payload_hash");
 	}
-	/* Data-quality rules (rules_attach.c): one boolean column per row rule. */
-	if (b->rules != NULL)
-		batch_rules_append_columns(b->rules, sql, (r->hash_pos > 0 ? r->hash_pos : 3 + r->ncols) + 1);
+	/*
+	 * Object versions: with a version_id column, a row belongs to the
+	 * manifest entry of its (object_key, version_id), so several versions of
+	 * an object can be staged side by side; it is the query's last
+	 * column.  Without it, an object's rows are those of its one
+	 * version in the manifest, which must then list no object twice.  A
+	 * target whose key or payload has a column version_id reads it as that
+	 * column, as before.
+	 */
+	r->has_version_id = staged_column(srel, "version_id", false, NULL) > 0;
+	for (int i = 0; i < r->ncols; i++)
+		if (strcmp(r->cols[i].tcol->name, "version_id") == 0)
+			r->has_version_id = false;
+	if (r->has_version_id)
+		appendStringInfoString(sql, ", s.version_id::pg_catalog.text");
+	else if (b->manifest->repeated_object >= 0)
+	{
+		ManifestEntry *e = &b->manifest->entries[b->manifest->repeated_object];
+
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("staged relation \"%s\" has no column \"version_id\", but the manifest lists object \"%s\" in more than one version",
+						RelationGetRelationName(srel), e->object_key),
+				 errdetail("The manifest lists versions \"%s\" and \"%s\" of it; without a version_id column the staged rows of one version cannot be told from another's.",
+						   e->version_id, (e + 1)->version_id),
+				 errhint("Add a column version_id to the staged relation, or list one version of each object in the manifest.")));
+	}
 	appendStringInfo(sql, " FROM %s AS s WHERE s.object_key::pg_catalog.text"
 					 " OPERATOR(pg_catalog.=) ANY ($1)", srelname);
 
@@ -661,12 +792,21 @@ stage_finish(StageReader *r)
 	ExecDropSingleTupleTableSlot(r->slot);
 }
 
+/*
+ * The rejects' buffer; with_version_id: reconcile.rejects has 1.1's
+ * version_id column (state_has_column).
+ */
 static StateBuffer *
-rejects_buffer_create(void)
+rejects_buffer_create(bool with_version_id)
 {
-	static const Oid reject_types[7] = {TEXTOID, REGCLASSOID, TEXTOID, INT8OID,
-	TEXTOID, TEXTOID, TEXTOID};
+	static const Oid reject_types[8] = {TEXTOID, REGCLASSOID, TEXTOID, INT8OID,
+	TEXTOID, TEXTOID, TEXTOID, TEXTOID};
 
+	if (with_version_id)
+		return state_buffer_create("INSERT INTO reconcile.rejects (batch_id, target,"
+								   " object_key, source_row, column_name, raw_value, reason, version_id)"
+								   " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))",
+								   8, reject_types);
 	return state_buffer_create("INSERT INTO reconcile.rejects (batch_id, target,"
 							   " object_key, source_row, column_name, raw_value, reason)"
 							   " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7))",
@@ -755,13 +895,14 @@ stage_scan_chunks(StageReader *r, StageShared *shared, const char *sql)
 static TupleDesc
 spool_desc_create(void)
 {
-	TupleDesc	desc = CreateTemplateTupleDesc(5);
+	TupleDesc	desc = CreateTemplateTupleDesc(6);
 
 	TupleDescInitEntry(desc, 1, "object_key", TEXTOID, -1, 0);
 	TupleDescInitEntry(desc, 2, "source_row", INT8OID, -1, 0);
 	TupleDescInitEntry(desc, 3, "column_name", TEXTOID, -1, 0);
 	TupleDescInitEntry(desc, 4, "raw_value", TEXTOID, -1, 0);
 	TupleDescInitEntry(desc, 5, "reason", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 6, "version_id", TEXTOID, -1, 0);
 	return desc;
 }
 
@@ -781,7 +922,7 @@ stage_parallel_workers(BatchState *b, Relation srel, StageReader *r, BlockNumber
 	int			workers;
 	BlockNumber threshold;
 
-	if (max_parallel_maintenance_workers <= 0 || b->rules != NULL ||
+	if (max_parallel_maintenance_workers <= 0 || batch_rules_has_row_rules(b->rules) ||
 		IsInParallelMode() || !IsUnderPostmaster ||
 		srel->rd_rel->relkind != RELKIND_RELATION ||
 		srel->rd_rel->relam != HEAP_TABLE_AM_OID ||
@@ -835,7 +976,7 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	char	   *target_shared;
 
 	for (int i = 0; i < m->nentries; i++)
-		objects_size += strlen(m->entries[i].object_key) + 1;
+		objects_size += strlen(m->entries[i].object_key) + strlen(m->entries[i].version_id) + 2;
 
 	/*
 	 * The workers use the target as the leader resolved it under its lock,
@@ -888,6 +1029,8 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	{
 		strcpy(objects + off, m->entries[i].object_key);
 		off += strlen(m->entries[i].object_key) + 1;
+		strcpy(objects + off, m->entries[i].version_id);
+		off += strlen(m->entries[i].version_id) + 1;
 	}
 	shm_toc_insert(pcxt->toc, STAGE_KEY_OBJECTS, objects);
 	counts = shm_toc_allocate(pcxt->toc, counts_size);
@@ -952,7 +1095,7 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 
 	/* Now the rejects can be written. */
 	{
-		StateBuffer *rejects = rejects_buffer_create();
+		StateBuffer *rejects = rejects_buffer_create(r->rejects_version_id);
 		TupleTableSlot *slot = MakeSingleTupleTableSlot(r->spooldesc, &TTSOpsMinimalTuple);
 		Datum		batch_id = CStringGetTextDatum(b->batch_id);
 		MinimalTuple tup;
@@ -960,15 +1103,15 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 		sts_begin_parallel_scan(spool);
 		while ((tup = sts_parallel_scan_next(spool, NULL)) != NULL)
 		{
-			Datum		values[7];
-			bool		isnull[7] = {false};
+			Datum		values[8];
+			bool		isnull[8] = {false};
 
 			/* The buffer copies the values: nothing is allocated per row here. */
 			ExecStoreMinimalTuple(tup, slot, false);
 			slot_getallattrs(slot);
 			values[0] = batch_id;
 			values[1] = ObjectIdGetDatum(t->relid);
-			for (int i = 0; i < 5; i++)
+			for (int i = 0; i < 6; i++)
 			{
 				values[2 + i] = slot->tts_values[i];
 				isnull[2 + i] = slot->tts_isnull[i];
@@ -1007,12 +1150,19 @@ reconcile_stage_worker(dsm_segment *pseg, shm_toc *toc)
 				 errmsg("could not map the shared memory of a parallel batch read")));
 	shared = dsm_segment_address(seg);
 
-	/* The manifest's object keys, in the leader's order: an object's index is the same. */
+	/*
+	 * The manifest's object keys and version ids, in the leader's order: an
+	 * object's index is the same.  The leader has checked them
+	 * (repeated_object: stage_prepare).
+	 */
 	m->nentries = params->nobjects;
 	m->entries = palloc0(sizeof(ManifestEntry) * Max(m->nentries, 1));
+	m->repeated_object = -1;
 	for (int i = 0; i < m->nentries; i++)
 	{
 		m->entries[i].object_key = objects;
+		objects += strlen(objects) + 1;
+		m->entries[i].version_id = objects;
 		objects += strlen(objects) + 1;
 	}
 	b->manifest = m;
@@ -1075,6 +1225,9 @@ stage_read(BatchState *b)
 	b->sortdesc = sort_desc_create(b->target);
 	initStringInfo(&sql);
 	stage_prepare(b, srel, &r, &sql);
+	check_unknown_columns(b, srel);
+	b->staged_versions = r.has_version_id;
+	r.rejects_version_id = state_has_column("rejects", "version_id");
 	nworkers = stage_parallel_workers(b, srel, &r, &nblocks);
 	relation_close(srel, AccessShareLock);
 
@@ -1082,7 +1235,7 @@ stage_read(BatchState *b)
 	{
 		b->sort = sort_begin(b->target, b->sortdesc, work_mem, NULL);
 		r.sort = b->sort;
-		r.rejects = rejects_buffer_create();
+		r.rejects = rejects_buffer_create(r.rejects_version_id);
 		stage_scan(&r, sql.data, false);
 		progress_rows(r.nread);
 		state_buffer_flush(r.rejects);

@@ -79,6 +79,20 @@ relation_quoted_name(Relation rel)
 }
 
 /*
+ * Whether state table reconcile.<table> has a column: the library of 1.1
+ * also runs against a schema of 1.0 until ALTER EXTENSION reconcile UPDATE
+ * (the upgrade test loads batches so), and writes 1.1's columns only where
+ * they exist.
+ */
+bool
+state_has_column(const char *table, const char *column)
+{
+	Oid			relid = get_relname_relid(table, get_namespace_oid("reconcile", false));
+
+	return OidIsValid(relid) && get_attnum(relid, column) > 0;
+}
+
+/*
  * Run a read-only query on the state tables as their owner, with a
  * snapshot taken now: after the caller's lock was granted, so that a
  * registration committed while it waited is seen, in READ COMMITTED as in
@@ -89,16 +103,24 @@ relation_quoted_name(Relation rel)
 void
 state_read_latest(const char *sql, Oid relid, long tcount)
 {
-	StateUser	su;
 	Oid			argtype = REGCLASSOID;
 	Datum		arg = ObjectIdGetDatum(relid);
+
+	state_query_latest(sql, 1, &argtype, &arg, tcount);
+}
+
+/* The same, with nargs parameters ($1 ...) of the given types, none NULL. */
+void
+state_query_latest(const char *sql, int nargs, Oid *argtypes, Datum *args, long tcount)
+{
+	StateUser	su;
 	SPIPlanPtr	plan;
 
 	state_user_enter(&su);
-	plan = SPI_prepare(sql, 1, &argtype);
+	plan = SPI_prepare(sql, nargs, argtypes);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	if (SPI_execute_snapshot(plan, &arg, NULL, GetLatestSnapshot(), InvalidSnapshot,
+	if (SPI_execute_snapshot(plan, args, NULL, GetLatestSnapshot(), InvalidSnapshot,
 							 true, false, tcount) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the reconcile state tables");
 	SPI_freeplan(plan);

@@ -17,6 +17,9 @@ typedef struct StateUser
 extern void state_user_enter(StateUser *saved);
 extern void state_user_leave(StateUser *saved);
 extern void state_read_latest(const char *sql, Oid relid, long tcount);
+extern bool state_has_column(const char *table, const char *column);
+extern void state_query_latest(const char *sql, int nargs, Oid *argtypes,
+							   Datum *args, long tcount);
 extern char *relation_display_name(Oid relid);
 extern char *relation_quoted_name(Relation rel);
 

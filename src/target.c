@@ -31,6 +31,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
@@ -367,11 +368,32 @@ resolve_target(Oid relid, char **keys, int nkeys, const char *version,
 				 errdetail("A unique index does not span an inheritance tree, so reconcile could not keep one row per key."),
 				 errhint("Load a table that takes no part in inheritance, or use a partitioned table.")));
 
+	/*
+	 * PostgreSQL allows no unique index on a partitioned table with a
+	 * foreign partition (nor a foreign partition beside one), and the key
+	 * index is what keeps one row per key: say so, rather than ask for an
+	 * index that cannot be created.
+	 */
+	if (kind == RELKIND_PARTITIONED_TABLE)
+	{
+		ListCell   *lc;
+
+		foreach(lc, find_all_inheritors(relid, AccessShareLock, NULL))
+			if (get_rel_relkind(lfirst_oid(lc)) == RELKIND_FOREIGN_TABLE)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("partitioned table \"%s\" has a partition that is a foreign table, \"%s\"",
+								RelationGetRelationName(rel), get_rel_name(lfirst_oid(lc))),
+						 errdetail("reconcile keeps one row per key through a unique index on the key columns, and PostgreSQL allows none on a partitioned table with foreign partitions."),
+						 errhint("Register the local partitions one by one, or load the foreign table on its own server.")));
+	}
+
 	t->relid = relid;
 	t->relname = pstrdup(RelationGetRelationName(rel));
 	t->qualname = relation_quoted_name(rel);
 	t->partitioned = (kind == RELKIND_PARTITIONED_TABLE);
 	t->abort_on_conflict = (strcmp(policy, "abort") == 0);
+	load_options_init(&t->options);
 
 	if (strcmp(policy, "abort") != 0 && strcmp(policy, "quarantine") != 0)
 		ereport(ERROR,
@@ -574,8 +596,13 @@ target_load(Oid relid)
 	TupleDesc	desc;
 	bool		isnull;
 
-	state_read_latest("SELECT key_columns, version_column, deleted_column,"
-					  " hash_column, payload_columns, conflict_policy"
+	/* options: 1.1's column, NULL under the schema of 1.0 (state.c). */
+	state_read_latest(state_has_column("targets", "options") ?
+					  "SELECT key_columns, version_column, deleted_column,"
+					  " hash_column, payload_columns, conflict_policy, options"
+					  " FROM reconcile.targets WHERE target OPERATOR(pg_catalog.=) $1" :
+					  "SELECT key_columns, version_column, deleted_column,"
+					  " hash_column, payload_columns, conflict_policy, NULL::pg_catalog.jsonb"
 					  " FROM reconcile.targets WHERE target OPERATOR(pg_catalog.=) $1",
 					  relid, 1);
 
@@ -599,6 +626,13 @@ target_load(Oid relid)
 
 	t = resolve_target(relid, keys, nkeys, version, deleted, hash,
 					   payload, npayload, policy);
+	{
+		Datum		options = SPI_getbinval(tup, desc, 7, &isnull);
+
+		if (!isnull)
+			load_options_apply(&t->options, DatumGetJsonbP(options),
+							   psprintf("the registration of table \"%s\"", t->relname));
+	}
 	return t;
 }
 
@@ -769,9 +803,11 @@ target_check_batch_privileges(Oid target, Oid staged)
  * reconcile_register(target regclass, key_columns text[], version_column text,
  *                    deleted_column text, hash_column text,
  *                    conflict_policy text DEFAULT 'quarantine',
- *                    payload_columns text[] DEFAULT NULL) RETURNS void
+ *                    payload_columns text[] DEFAULT NULL,
+ *                    options jsonb DEFAULT NULL) RETURNS void
  *		Registers target for reconcile_batch: its key, version, tombstone and
- *		hash columns and its conflict policy.
+ *		hash columns, its conflict policy and its load options (options.c).
+ *		Called through 1.0's definition it has no options argument.
  */
 Datum
 reconcile_register(PG_FUNCTION_ARGS)
@@ -783,10 +819,12 @@ reconcile_register(PG_FUNCTION_ARGS)
 				npayload = 0;
 	TargetInfo *t;
 	StateUser	su;
-	Datum		values[7];
-	Oid			types[7] = {REGCLASSOID, TEXTARRAYOID, TEXTOID, TEXTOID, TEXTOID,
-	TEXTARRAYOID, TEXTOID};
+	Datum		values[8];
+	char		nulls[8] = "       n";
+	Oid			types[8] = {REGCLASSOID, TEXTARRAYOID, TEXTOID, TEXTOID, TEXTOID,
+	TEXTARRAYOID, TEXTOID, JSONBOID};
 	ArrayBuildState *astate;
+	bool		has_options = PG_NARGS() > 7 && !PG_ARGISNULL(7);
 
 	check_arg_not_null(fcinfo, 0, "target", "reconcile_register");
 	check_arg_not_null(fcinfo, 1, "key_columns", "reconcile_register");
@@ -831,6 +869,16 @@ reconcile_register(PG_FUNCTION_ARGS)
 					   text_to_cstring(PG_GETARG_TEXT_PP(4)),
 					   payload, npayload,
 					   text_to_cstring(PG_GETARG_TEXT_PP(5)));
+	if (has_options)
+	{
+		/* Checked now, so that no batch finds a bad registration. */
+		LoadOptions scratch;
+
+		load_options_init(&scratch);
+		load_options_apply(&scratch, PG_GETARG_JSONB_P(7), "reconcile_register");
+		values[7] = PG_GETARG_DATUM(7);
+		nulls[7] = ' ';
+	}
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = PG_GETARG_DATUM(1);
@@ -845,22 +893,50 @@ reconcile_register(PG_FUNCTION_ARGS)
 	values[6] = PG_GETARG_DATUM(5);
 
 	SPI_connect();
-	state_user_enter(&su);
-	if (SPI_execute_with_args("INSERT INTO reconcile.targets AS t (target, key_columns,"
-							  " version_column, deleted_column, hash_column,"
-							  " payload_columns, conflict_policy, registered_by)"
-							  " VALUES ($1, $2, $3, $4, $5, $6, $7, SESSION_USER)"
-							  " ON CONFLICT (target) DO UPDATE SET"
-							  " key_columns = excluded.key_columns,"
-							  " version_column = excluded.version_column,"
-							  " deleted_column = excluded.deleted_column,"
-							  " hash_column = excluded.hash_column,"
-							  " payload_columns = excluded.payload_columns,"
-							  " conflict_policy = excluded.conflict_policy,"
-							  " registered_by = excluded.registered_by,"
-							  " registered_at = pg_catalog.now()",
-							  7, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not write reconcile.targets");
+	if (state_has_column("targets", "options"))
+	{
+		state_user_enter(&su);
+		if (SPI_execute_with_args("INSERT INTO reconcile.targets AS t (target, key_columns,"
+								  " version_column, deleted_column, hash_column,"
+								  " payload_columns, conflict_policy, options, registered_by)"
+								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, SESSION_USER)"
+								  " ON CONFLICT (target) DO UPDATE SET"
+								  " key_columns = excluded.key_columns,"
+								  " version_column = excluded.version_column,"
+								  " deleted_column = excluded.deleted_column,"
+								  " hash_column = excluded.hash_column,"
+								  " payload_columns = excluded.payload_columns,"
+								  " conflict_policy = excluded.conflict_policy,"
+								  " options = excluded.options,"
+								  " registered_by = excluded.registered_by,"
+								  " registered_at = pg_catalog.now()",
+								  8, types, values, nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not write reconcile.targets");
+	}
+	else
+	{
+		/*
+		 * The schema of 1.0 (state.c: state_has_column), whose definition of
+		 * reconcile_register has no options argument.
+		 */
+		Assert(!has_options);
+		state_user_enter(&su);
+		if (SPI_execute_with_args("INSERT INTO reconcile.targets AS t (target, key_columns,"
+								  " version_column, deleted_column, hash_column,"
+								  " payload_columns, conflict_policy, registered_by)"
+								  " VALUES ($1, $2, $3, $4, $5, $6, $7, SESSION_USER)"
+								  " ON CONFLICT (target) DO UPDATE SET"
+								  " key_columns = excluded.key_columns,"
+								  " version_column = excluded.version_column,"
+								  " deleted_column = excluded.deleted_column,"
+								  " hash_column = excluded.hash_column,"
+								  " payload_columns = excluded.payload_columns,"
+								  " conflict_policy = excluded.conflict_policy,"
+								  " registered_by = excluded.registered_by,"
+								  " registered_at = pg_catalog.now()",
+								  7, types, values, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not write reconcile.targets");
+	}
 	state_user_leave(&su);
 	SPI_finish();
 	PG_RETURN_VOID();
@@ -904,4 +980,35 @@ version_datum(TargetInfo *t, int64 v)
 {
 	return t->version.typid == INT8OID ? Int64GetDatum(v) :
 		t->version.typid == INT4OID ? Int32GetDatum((int32) v) : Int16GetDatum((int16) v);
+}
+
+static int
+column_attnum_cmp(const void *a, const void *b)
+{
+	const TargetColumn *ca = *(const TargetColumn *const *) a;
+	const TargetColumn *cb = *(const TargetColumn *const *) b;
+
+	return (int) ca->attnum - (int) cb->attnum;
+}
+
+/*
+ * The target's columns a batch writes (keys, version, tombstone, hash,
+ * payload) in the table's column order: what attached rules see of a
+ * staged row, and dataset checks of the batch's winners.  Returns how many.
+ */
+int
+target_loaded_columns(TargetInfo *t, TargetColumn ***cols)
+{
+	int			n = 0;
+
+	*cols = palloc(sizeof(TargetColumn *) * (t->nkeys + 3 + t->npayload));
+	for (int i = 0; i < t->nkeys; i++)
+		(*cols)[n++] = &t->keys[i];
+	(*cols)[n++] = &t->version;
+	(*cols)[n++] = &t->deleted;
+	(*cols)[n++] = &t->hash;
+	for (int i = 0; i < t->npayload; i++)
+		(*cols)[n++] = &t->payload[i];
+	qsort(*cols, n, sizeof(TargetColumn *), column_attnum_cmp);
+	return n;
 }

@@ -10,6 +10,8 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 
+#include "options.h"
+
 /* One column of the target that a batch reads from the staged relation. */
 typedef struct TargetColumn
 {
@@ -43,6 +45,9 @@ typedef struct TargetInfo
 	TargetColumn *payload;
 	bool		payload_names_objects;	/* a reg* payload column: see payload.c */
 
+	/* The registration's load options over the defaults (not for workers). */
+	LoadOptions options;
+
 	/* The unique index on exactly the key columns, and its semantics. */
 	Oid			key_index;
 	Oid		   *key_eq_ops;		/* equality operator per key column */
@@ -66,5 +71,6 @@ extern void target_serialize(TargetInfo *target, StringInfo buf);
 extern TargetInfo *target_deserialize(const char *data);
 extern void target_check_batch_privileges(Oid target, Oid staged);
 extern Datum version_datum(TargetInfo *t, int64 v);
+extern int	target_loaded_columns(TargetInfo *t, TargetColumn ***cols);
 
 #endif							/* RECONCILE_TARGET_H */

@@ -33,6 +33,8 @@ typedef struct Winner
 #define ACTION_INSERT 'I'
 #define ACTION_UPDATE 'U'
 #define ACTION_DELETE 'D'
+/* A resolution (resolve.c): the row at the winner's own version replaced. */
+#define ACTION_REPLACE 'R'
 
 /* direct.c: the direct path */
 typedef struct DirectWriter DirectWriter;
@@ -49,6 +51,7 @@ typedef struct ApplyWriter ApplyWriter;
 
 extern ApplyWriter *apply_create(TargetInfo *t, const char *batch_id);
 extern void apply_add(ApplyWriter *a, const Winner *winner, char action);
+extern char *apply_winners_sql(ApplyWriter *a, Oid reader);
 extern void apply_run(ApplyWriter *a);
 
 #endif							/* RECONCILE_WRITERS_H */

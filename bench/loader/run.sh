@@ -13,7 +13,7 @@ shopt -s inherit_errexit
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-PG_BINDIR=/usr/lib/postgresql/15/bin
+PG_BINDIR=${RECONCILE_PG_BINDIR:-/usr/lib/postgresql/15/bin}   # as tools/lib.sh
 OUT_DIR=$ROOT/bench/out
 
 ROWS=1000000

@@ -262,6 +262,13 @@ BEGIN
         CASE WHEN deep THEN pg_temp.lit(pg_temp.one(p.target, p.staged, 'plain', 'reconcile.rejects'), 'regclass')
              ELSE pg_temp.pick('rels', 'regclass') END,
         pg_temp.options(p.cols, 'discover'))
+    WHEN f = 14 AND random() < 0.5 THEN format('SELECT * FROM reconcile_resolve(%s, %s, %s, %s)', rel,
+        CASE WHEN deep THEN '(SELECT batch_id FROM reconcile.conflicts ORDER BY random() LIMIT 1)'
+             ELSE pg_temp.pick('words', 'text') END,
+        CASE WHEN deep THEN '(SELECT key FROM reconcile.conflicts ORDER BY random() LIMIT 1)'
+             ELSE pg_temp.pick('docs', 'jsonb') END,
+        CASE WHEN deep THEN '(SELECT staged_hash FROM reconcile.conflicts ORDER BY random() LIMIT 1)'
+             ELSE format('pg_catalog.sha256(pg_catalog.convert_to(%s, ''UTF8''))', pg_temp.pick('words', 'text')) END)
     WHEN f = 15 THEN (SELECT registration FROM registrations ORDER BY random(), registration LIMIT 1)
     ELSE format('SELECT reconcile_set_rules(%s, %s)', rel, pg_temp.rules(p.cols))
     END;

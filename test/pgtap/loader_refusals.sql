@@ -147,7 +147,7 @@ INSERT INTO bad_manifest VALUES
     ('[{"object_key":"o/1","version_id":"1","content_hash":"h","rows":-1}]', 'negative rows'),
     ('[{"object_key":"o/1","version_id":"1","content_hash":"h","rows":1.5}]', 'fractional rows'),
     ('[{"object_key":"o/1","version_id":"1","content_hash":"h","rows":9223372036854775808}]', 'rows beyond bigint'),
-    ('[{"object_key":"o/1","version_id":"1","content_hash":"h","rows":2},{"object_key":"o/1","version_id":"2","content_hash":"h","rows":2}]', 'a duplicate object_key'),
+    ('[{"object_key":"o/1","version_id":"1","content_hash":"h","rows":2},{"object_key":"o/1","version_id":"1","content_hash":"h2","rows":2}]', 'a duplicate object version'),
     ('[{"object_key":"o/1","version_id":"1","content_hash":"h","rows":2,"size":10}]', 'an unknown field'),
     ('[{"object_key":"o/1","version_id":"1","content_hash":"h","rows":2}, null]', 'a null entry');
 SELECT throws_ok(format('SELECT * FROM reconcile_batch(%L, %L, %L)', 't', 's', m),
@@ -158,8 +158,8 @@ SELECT throws_ok(format('SELECT reconcile_batch_id(%L)', m),
 FROM bad_manifest;
 SELECT throws_ok($$SELECT reconcile_batch_id('[]')$$, '22023', 'manifest has no entries', 'the empty manifest message');
 SELECT throws_ok($$SELECT reconcile_batch_id('{}')$$, '22023', 'manifest must be a JSON array', 'the not-an-array message');
-SELECT throws_ok($$SELECT reconcile_batch_id('[{"object_key":"o/1","version_id":"1","content_hash":"h","rows":2},{"object_key":"o/1","version_id":"2","content_hash":"h","rows":2}]')$$,
-    '22023', 'manifest lists object "o/1" more than once', 'the duplicate object_key message');
+SELECT throws_ok($$SELECT reconcile_batch_id('[{"object_key":"o/1","version_id":"1","content_hash":"h","rows":2},{"object_key":"o/1","version_id":"1","content_hash":"h","rows":2}]')$$,
+    '22023', 'manifest lists object "o/1" version "1" more than once', 'the duplicate object version message');
 SELECT is(reconcile_batch_id('[{"object_key":"o/1","version_id":"1","content_hash":"h","rows":0}]') IS NOT NULL, true,
     'rows 0 is a valid manifest entry');
 SELECT is(reconcile_canonical_manifest('[{"object_key":"o/1","version_id":"1","content_hash":"h","rows":1e3}]'),

@@ -4,7 +4,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION reconcile;
 
-SELECT plan(63);
+SELECT plan(76);
 
 -- ---- the SQL surface ----
 SELECT has_function('reconcile_check', ARRAY['regclass', 'jsonb', 'jsonb']);
@@ -70,7 +70,7 @@ SELECT throws_ok($$SELECT * FROM reconcile_check('t', '"x"')$$, '22023',
 SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"error": {}}')$$, '22023',
                  'invalid rules document: unknown top-level key "error"', 'an unknown top-level key is refused');
 SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"fail": {"r": 3}}')$$, '22023',
-                 'invalid rules document: rule "r" under "fail" must be a string holding a SQL boolean expression, not a number',
+                 'invalid rules document: rule "r" under "fail" must be a string holding a SQL boolean expression, or an object with "sql", not a number',
                  'a rule that is not a string is refused');
 SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"fail": {"r": "true"}, "drop": {"r": "true"}}')$$, '22023',
                  'invalid rules document: duplicate rule name "r"', 'duplicate names are refused');
@@ -82,23 +82,23 @@ SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"warn": []}')$$, '22023'
                  'invalid rules document: "warn" must be an object mapping rule names to SQL boolean expressions, not an array',
                  'a section that is not an object is refused');
 
--- ---- refused constructs ----
-SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"fail": {"r": "true); DROP TABLE t; SELECT (true"}}')$$, '42501',
-                 'rule "r" is refused: it holds more than one statement', 'a second statement in a rule is refused');
-SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"fail": {"r": "true) FROM t WHERE (true"}}')$$, '42501',
-                 'rule "r" is refused: it is not exactly one expression', 'a rule that opens a FROM is refused');
-SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"fail": {"r": "EXISTS (WITH x AS (UPDATE t SET d = 0 RETURNING 1) SELECT 1 FROM x)"}}')$$, '42501',
-                 'rule "r" is refused: a WITH query that is not a SELECT writes data', 'a write inside a rule is refused');
-SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"dataset_checks": [{"name": "d", "sql": "SELECT 1; UPDATE t SET d = 0"}]}')$$, '42501',
-                 'dataset check "d" is refused: it holds more than one statement', 'a second statement in a check is refused');
-SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"dataset_checks": [{"name": "d", "sql": "UPDATE t SET d = 0 RETURNING *"}]}')$$, '42501',
-                 'dataset check "d" is refused: it is an UPDATE, not a SELECT', 'DML as a check is refused');
-SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"dataset_checks": [{"name": "d", "sql": "DROP TABLE t"}]}')$$, '42501',
-                 'dataset check "d" is refused: it is a utility statement, not a SELECT', 'DDL as a check is refused');
-SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"dataset_checks": [{"name": "d", "sql": "SELECT * INTO t2 FROM t"}]}')$$, '42501',
-                 'dataset check "d" is refused: SELECT INTO creates a table', 'SELECT INTO is refused');
-SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"dataset_checks": [{"name": "d", "sql": "SELECT * FROM t FOR UPDATE"}]}')$$, '42501',
-                 'dataset check "d" is refused: a locking clause (FOR UPDATE, FOR SHARE) takes row locks', 'locking clauses are refused');
+-- ---- refused constructs: reported as ERROR, nothing of them runs ----
+SELECT results_eq($$SELECT status, sqlstate, detail FROM reconcile_check('t', '{"fail": {"r": "true); DROP TABLE t; SELECT (true"}}')$$,
+                  $$VALUES ('ERROR', '42501', 'rule "r" is refused: it holds more than one statement')$$, 'a second statement in a rule is refused');
+SELECT results_eq($$SELECT status, sqlstate, detail FROM reconcile_check('t', '{"fail": {"r": "true) FROM t WHERE (true"}}')$$,
+                  $$VALUES ('ERROR', '42501', 'rule "r" is refused: it is not exactly one expression')$$, 'a rule that opens a FROM is refused');
+SELECT results_eq($$SELECT status, sqlstate, detail FROM reconcile_check('t', '{"fail": {"r": "EXISTS (WITH x AS (UPDATE t SET d = 0 RETURNING 1) SELECT 1 FROM x)"}}')$$,
+                  $$VALUES ('ERROR', '42501', 'rule "r" is refused: a WITH query that is not a SELECT writes data')$$, 'a write inside a rule is refused');
+SELECT results_eq($$SELECT status, sqlstate, detail FROM reconcile_check('t', '{"dataset_checks": [{"name": "d", "sql": "SELECT 1; UPDATE t SET d = 0"}]}')$$,
+                  $$VALUES ('ERROR', '42501', 'dataset check "d" is refused: it holds more than one statement')$$, 'a second statement in a check is refused');
+SELECT results_eq($$SELECT status, sqlstate, detail FROM reconcile_check('t', '{"dataset_checks": [{"name": "d", "sql": "UPDATE t SET d = 0 RETURNING *"}]}')$$,
+                  $$VALUES ('ERROR', '42501', 'dataset check "d" is refused: it is an UPDATE, not a SELECT')$$, 'DML as a check is refused');
+SELECT results_eq($$SELECT status, sqlstate, detail FROM reconcile_check('t', '{"dataset_checks": [{"name": "d", "sql": "DROP TABLE t"}]}')$$,
+                  $$VALUES ('ERROR', '42501', 'dataset check "d" is refused: it is a utility statement, not a SELECT')$$, 'DDL as a check is refused');
+SELECT results_eq($$SELECT status, sqlstate, detail FROM reconcile_check('t', '{"dataset_checks": [{"name": "d", "sql": "SELECT * INTO t2 FROM t"}]}')$$,
+                  $$VALUES ('ERROR', '42501', 'dataset check "d" is refused: SELECT INTO creates a table')$$, 'SELECT INTO is refused');
+SELECT results_eq($$SELECT status, sqlstate, detail FROM reconcile_check('t', '{"dataset_checks": [{"name": "d", "sql": "SELECT * FROM t FOR UPDATE"}]}')$$,
+                  $$VALUES ('ERROR', '42501', 'dataset check "d" is refused: a locking clause (FOR UPDATE, FOR SHARE) takes row locks')$$, 'locking clauses are refused');
 CREATE FUNCTION tap_writer() RETURNS boolean LANGUAGE sql AS $$ UPDATE public.t SET d = 0 RETURNING true $$;
 SELECT is((SELECT detail FROM reconcile_check('t', '{"fail": {"w": "public.tap_writer()"}}')),
           'cannot execute UPDATE in a read-only transaction', 'a function that writes fails: rules run read-only');
@@ -197,6 +197,37 @@ SELECT is((SELECT count(*) FROM reconcile_check('gen', (SELECT jsonb_build_objec
           'every rule counts what its own count query counts');
 SELECT cmp_ok((SELECT count(*) FROM reconcile_check('gen', (SELECT jsonb_build_object('warn', jsonb_object_agg(name, expr)) FROM gen_rules))
                WHERE status = 'FAIL'), '>', 30::bigint, 'and the rules do find violations');
+
+-- ---- rules documents as dataframe tools write them ----
+SELECT is((SELECT reference_context FROM reconcile_check('t', '{"dataset_checks": [{"name": "d", "sql": "SELECT 1 WHERE false", "reference_context": "from the spec"}]}')),
+          'from the spec', 'a dataset check''s reference_context is shown');
+SELECT results_eq($$SELECT description, columns, reference_context FROM reconcile_check('t',
+                    '{"warn": {"r": {"sql": "amount > 0", "description": "positive", "columns": ["amount"], "reference_context": "ctx"}}}')$$,
+                  $$VALUES ('positive', ARRAY['amount'], 'ctx')$$, 'a row rule written as an object keeps its descriptive keys');
+SELECT is(reconcile_check_report('t', '{"warn": {"r": {"sql": "true", "reference_context": "ctx", "columns": []}}}') -> 'rules' -> 0
+            -> 'reference_context', '"ctx"'::jsonb, 'the report shows reference_context');
+SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"warn": {"r": {"sql": "true", "context": "x"}}}')$$, '22023',
+                 'invalid rules document: unknown key "context" in rule "r" under "warn"', 'an unknown key on a rule is refused');
+SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"warn": {"r": {"sql": "true", "columns": [1]}}}')$$, '22023',
+                 'invalid rules document: "columns" of rule "r" under "warn" must hold column names as strings, not a number',
+                 'columns must be strings');
+SELECT is((SELECT invalid_rows FROM reconcile_check('t', '{"fail": {"r": "`amount` > 0"}}')), 2::bigint,
+          'a back-quoted name is a column');
+SELECT is((SELECT status FROM reconcile_check('t', '{"fail": {"r": "''`amount`'' = ''`'' || ''amount`''"}}')), 'PASS',
+          'a back quote inside a string literal stays as written');
+SELECT results_eq($$SELECT rule, status, sqlstate FROM reconcile_check('t', '{"fail": {"a": "`amount > 0", "b": "amount >", "c": "id > 0"}}')$$,
+                  $$VALUES ('a', 'ERROR', '42601'), ('b', 'ERROR', '42601'), ('c', 'PASS', NULL)$$,
+                  'an unterminated back quote and a rule that does not parse are ERROR; the others run');
+SELECT throws_ok($$SELECT reconcile_set_rules('acct', '{"fail": {"ok": "true", "bad": "age >"}}')$$, '42601',
+                 'rule "bad" does not parse', 'attaching refuses a document with a rule that does not parse');
+SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{"fail": {"pos": "amount > 0"}}', '{"fail_on_breach": true}')$$, '23514',
+                 'relation public.t breaches 1 of 1 data-quality rules', 'fail_on_breach raises 23514 on a breach');
+SELECT throws_ok($$SELECT reconcile_check_report('t', '{"fail": {"x": "nope"}}', '{"fail_on_breach": true}')$$, '23514',
+                 'relation public.t breaches 1 of 1 data-quality rules', 'a fail rule in ERROR is a breach');
+SELECT lives_ok($$SELECT reconcile_check_report('t', '{"fail": {"ok": "id > 0"}, "warn": {"pos": "amount > 0"}}', '{"fail_on_breach": true}')$$,
+                'a warn-only breach does not raise');
+SELECT throws_ok($$SELECT * FROM reconcile_check('t', '{}', '{"fail_on_breach": "yes"}')$$, '22023',
+                 'option "fail_on_breach" must be a boolean, not a string', 'fail_on_breach is a boolean');
 
 SELECT * FROM finish();
 ROLLBACK;
