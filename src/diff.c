@@ -52,9 +52,6 @@
 #include "diff.h"
 #include "jsonbuild.h"
 
-PG_FUNCTION_INFO_V1(reconcile_diff);
-PG_FUNCTION_INFO_V1(reconcile_diff_summary);
-
 /*
  * Rows fetched from a side's cursor at a time: small batches stay in
  * memory the allocator reuses; large ones cost page faults on every batch.
@@ -586,13 +583,44 @@ quoted_collation(Oid collid)
 	return out;
 }
 
+/*
+ * Only the key ranges diff_remote.c asks for: the first key column's
+ * buckets among spec->filter's bounds, and its NULLs if asked.
+ */
+static void
+append_key_filter(StringInfo sql, DiffSpec *spec, bool is_source, Oid *types,
+				  Datum *values, int *nparams)
+{
+	DiffKeyFilter *f = spec->filter;
+	const char *k1 = is_source ? spec->keys[0].sexpr : spec->keys[0].texpr;
+
+	appendStringInfoString(sql, *nparams > 0 ? " AND (" : " WHERE (");
+	types[*nparams] = get_array_type(spec->keys[0].basetype);
+	if (f->keys)
+	{
+		values[(*nparams)++] = f->keys;
+		appendStringInfo(sql, "%s OPERATOR(pg_catalog.=) ANY ($%d)", k1, *nparams);
+	}
+	else
+	{
+		values[(*nparams)++] = f->bounds;
+		types[*nparams] = INT4ARRAYOID;
+		values[(*nparams)++] = f->buckets;
+		appendStringInfo(sql, "pg_catalog.width_bucket(%s, $%d) OPERATOR(pg_catalog.=) ANY ($%d)",
+						 k1, *nparams - 1, *nparams);
+	}
+	if (f->nulls)
+		appendStringInfo(sql, " OR %s IS NULL", k1);
+	appendStringInfoChar(sql, ')');
+}
+
 static void
 side_open(DiffExec *ex, DiffSide *side, bool is_source, Datum cutoff, bool has_cutoff)
 {
 	DiffSpec   *spec = ex->spec;
 	StringInfoData sql;
-	Oid			types[3];
-	Datum		values[3];
+	Oid			types[3 + 2];
+	Datum		values[3 + 2];
 	int			nparams = 0;
 
 	initStringInfo(&sql);
@@ -605,6 +633,8 @@ side_open(DiffExec *ex, DiffSide *side, bool is_source, Datum cutoff, bool has_c
 	appendStringInfo(&sql, " FROM %s", is_source ? spec->squal : spec->tqual);
 	append_where(&sql, spec, is_source ? spec->supd : spec->tupd, !is_source,
 				 cutoff, has_cutoff, types, values, &nparams);
+	if (spec->filter)
+		append_key_filter(&sql, spec, is_source, types, values, &nparams);
 	appendStringInfoString(&sql, " ORDER BY ");
 	for (int i = 0; i < spec->nkeys; i++)
 	{
@@ -654,6 +684,24 @@ source_max(DiffSpec *spec, Datum *result)
 		*result = datumCopy(*result, typbyval, typlen);
 	}
 	return !isnull;
+}
+
+/* The window's and the cutoff's conditions on a side, for other queries. */
+void
+diff_append_where(StringInfo sql, DiffSpec *spec, bool target, Datum cutoff,
+				  bool has_cutoff, Oid *types, Datum *values, int *nparams)
+{
+	append_where(sql, spec, target ? spec->tupd : spec->supd, target,
+				 cutoff, has_cutoff, types, values, nparams);
+}
+
+/* The cutoff's value, as diff_execute computes it; false if none. */
+bool
+diff_cutoff(DiffSpec *spec, Datum *result)
+{
+	if (!spec->cutoff_source_max)
+		return false;
+	return source_max(spec, result);
 }
 
 /*
@@ -783,45 +831,6 @@ diff_findings_total(DiffCounts *counts)
 		counts->mismatched + counts->duplicate_keys + counts->null_keys;
 }
 
-/* ---------------------------------------------------------------------
- * SQL-callable functions
- * ---------------------------------------------------------------------
- */
-
-static DiffSpec *
-prepare_from_args(FunctionCallInfo fcinfo, const char *funcname)
-{
-	static const char *const names[] = {"source", "target", "key_columns"};
-
-	for (int i = 0; i < lengthof(names); i++)
-		check_arg_not_null(fcinfo, i, names[i], funcname);
-	return diff_prepare(PG_GETARG_OID(0), PG_GETARG_OID(1),
-						PG_GETARG_ARRAYTYPE_P(2),
-						PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3));
-}
-
-/*
- * reconcile_diff(source regclass, target regclass, key_columns text[],
- *                options jsonb DEFAULT '{}')
- *		Compares two relations by key; returns one row per finding
- *		(issue, key, columns, source_values, target_values).
- */
-Datum
-reconcile_diff(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	DiffSpec   *spec;
-	DiffCounts	counts;
-
-	InitMaterializedSRF(fcinfo, 0);
-	SPI_connect();
-	spec = prepare_from_args(fcinfo, "reconcile_diff");
-	diff_execute(spec, rsinfo->setResult, rsinfo->setDesc, &counts);
-	SPI_finish();
-	return (Datum) 0;
-}
-
-
 /*
  * The counts as the summary's columns: rows on each side, matched,
  * missing, extra, mismatched, duplicate and NULL keys, per-column jsonb.
@@ -838,33 +847,4 @@ diff_summary_values(DiffSpec *spec, DiffCounts *counts, Datum *values)
 	values[6] = Int64GetDatum(counts->duplicate_keys);
 	values[7] = Int64GetDatum(counts->null_keys);
 	values[8] = JsonbPGetDatum(diff_column_counts_jsonb(spec, counts));
-}
-/*
- * reconcile_diff_summary(source regclass, target regclass, key_columns text[],
- *                        options jsonb DEFAULT '{}')
- *		The same comparison as reconcile_diff; returns one row of counts
- *		(rows on each side, matched, missing, extra, mismatched, duplicate
- *		and NULL keys, per-column counts as jsonb).
- */
-Datum
-reconcile_diff_summary(PG_FUNCTION_ARGS)
-{
-	TupleDesc	desc;
-	DiffSpec   *spec;
-	DiffCounts	counts;
-	Datum		values[DIFF_SUMMARY_NATTS];
-	bool		nulls[DIFF_SUMMARY_NATTS] = {0};
-	HeapTuple	tup;
-	MemoryContext caller = CurrentMemoryContext;
-
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	SPI_connect();
-	spec = prepare_from_args(fcinfo, "reconcile_diff_summary");
-	diff_execute(spec, NULL, NULL, &counts);
-	MemoryContextSwitchTo(caller);
-	diff_summary_values(spec, &counts, values);
-	tup = heap_form_tuple(BlessTupleDesc(desc), values, nulls);
-	SPI_finish();
-	return HeapTupleGetDatum(tup);
 }

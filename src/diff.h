@@ -11,6 +11,7 @@
 #define RECONCILE_DIFF_H
 
 #include "fmgr.h"
+#include "lib/stringinfo.h"
 #include "utils/array.h"
 #include "utils/jsonb.h"
 #include "utils/sortsupport.h"
@@ -26,6 +27,30 @@ typedef enum DiffTolerance
 	DIFF_TOL_NUMERIC,			/* |s - t| <= tol_numeric */
 	DIFF_TOL_TIME				/* |s - t| <= tol_usecs microseconds */
 } DiffTolerance;
+
+/* How a side on another server is compared (option "remote"). */
+typedef enum DiffRemoteMode
+{
+	DIFF_REMOTE_AUTO,			/* checksums where they push down, else pull */
+	DIFF_REMOTE_CHECKSUM,		/* checksums, or an error */
+	DIFF_REMOTE_PULL			/* read every row, as on one server */
+} DiffRemoteMode;
+
+#define DIFF_DEFAULT_SPLIT_FACTOR	128
+#define DIFF_DEFAULT_LEAF_ROWS		64
+
+/*
+ * Rows whose first key column falls in the buckets width_bucket(key,
+ * bounds) = ANY(buckets), or (keys set) is one of keys; plus those where
+ * it is NULL when nulls is set.
+ */
+typedef struct DiffKeyFilter
+{
+	Datum		bounds;			/* array of the first key column's type */
+	Datum		buckets;		/* int4[] */
+	Datum		keys;			/* array of the first key column's type, or 0 */
+	bool		nulls;
+} DiffKeyFilter;
 
 typedef struct DiffColumn
 {
@@ -82,6 +107,14 @@ typedef struct DiffSpec
 	Datum		window_lo;
 	Datum		window_hi;
 	bool		cutoff_source_max;
+
+	/* A side on another server (diff_remote.c): how to compare it. */
+	DiffRemoteMode remote_mode;
+	int			split_factor;
+	int			leaf_rows;
+
+	/* Only keys in these ranges of the first key column (NULL: all). */
+	struct DiffKeyFilter *filter;
 } DiffSpec;
 
 typedef struct DiffCounts
@@ -106,6 +139,14 @@ extern DiffSpec *diff_validate(Oid source, Oid target, ArrayType *key_columns,
 extern void diff_execute(DiffSpec *spec, Tuplestorestate *findings,
 						 TupleDesc findings_desc, DiffCounts *counts);
 extern int64 diff_findings_total(DiffCounts *counts);
+extern void diff_append_where(StringInfo sql, DiffSpec *spec, bool target,
+							  Datum cutoff, bool has_cutoff, Oid *types,
+							  Datum *values, int *nparams);
+extern bool diff_cutoff(DiffSpec *spec, Datum *result);
+
+/* diff_remote.c: the diff, by checksums where a side is on another server. */
+extern void diff_compare(DiffSpec *spec, Tuplestorestate *findings,
+						 TupleDesc findings_desc, DiffCounts *counts);
 
 /* The summary's columns, in reconcile_diff_summary's order. */
 #define DIFF_SUMMARY_NATTS 9

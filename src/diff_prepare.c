@@ -49,10 +49,11 @@
 
 static const char *const diff_option_names[] = {
 	"compare", "ignore", "target_key_columns", "column_map", "trim_keys",
-	"updated_column", "window", "cutoff", "tolerance", "time_zone", "lookback"
+	"updated_column", "window", "cutoff", "tolerance", "time_zone", "lookback",
+	"remote", "split_factor", "leaf_rows"
 };
 
-#define DIFF_VALID_OPTIONS "compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback"
+#define DIFF_VALID_OPTIONS "compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback, remote, split_factor, leaf_rows"
 
 typedef struct DiffOptions
 {
@@ -70,6 +71,9 @@ typedef struct DiffOptions
 #define OPT_TOLERANCE	8
 #define OPT_TIME_ZONE	9
 #define OPT_LOOKBACK	10
+#define OPT_REMOTE		11
+#define OPT_SPLIT		12
+#define OPT_LEAF		13
 
 /* A name-to-value pair of an option that is a JSON object. */
 typedef struct OptPair
@@ -612,6 +616,61 @@ window_bound(DiffSpec *spec, JsonbValue *v, const char *which, bool in_zone)
 	return result;
 }
 
+/* An option that is a whole number within [min, max]. */
+static int
+opt_int(JsonbValue *v, const char *option, int min, int max)
+{
+	Datum		n;
+
+	if (v->type != jbvNumeric ||
+		!DatumGetBool(DirectFunctionCall2(numeric_eq, NumericGetDatum(v->val.numeric),
+										  DirectFunctionCall1(numeric_floor,
+															  NumericGetDatum(v->val.numeric)))))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"%s\" must be a whole number from %d to %d", option, min, max)));
+	n = NumericGetDatum(v->val.numeric);
+	if (DatumGetBool(DirectFunctionCall2(numeric_lt, n,
+										 DirectFunctionCall1(int4_numeric, Int32GetDatum(min)))) ||
+		DatumGetBool(DirectFunctionCall2(numeric_gt, n,
+										 DirectFunctionCall1(int4_numeric, Int32GetDatum(max)))))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"%s\" must be a whole number from %d to %d", option, min, max),
+				 errdetail("It is %s.", DatumGetCString(DirectFunctionCall1(numeric_out, n)))));
+	return DatumGetInt32(DirectFunctionCall1(numeric_int4, n));
+}
+
+/* How a side on another server is compared (diff_remote.c). */
+static void
+set_remote_options(DiffSpec *spec, DiffOptions *opts)
+{
+	spec->remote_mode = DIFF_REMOTE_AUTO;
+	spec->split_factor = DIFF_DEFAULT_SPLIT_FACTOR;
+	spec->leaf_rows = DIFF_DEFAULT_LEAF_ROWS;
+	if (opts->v[OPT_REMOTE])
+	{
+		char	   *mode = opt_string(opts->v[OPT_REMOTE], "remote",
+									  "\"auto\", \"checksum\" or \"pull\"");
+
+		if (strcmp(mode, "auto") == 0)
+			spec->remote_mode = DIFF_REMOTE_AUTO;
+		else if (strcmp(mode, "checksum") == 0)
+			spec->remote_mode = DIFF_REMOTE_CHECKSUM;
+		else if (strcmp(mode, "pull") == 0)
+			spec->remote_mode = DIFF_REMOTE_PULL;
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value \"%s\" for option \"remote\"", mode),
+					 errhint("Use \"auto\" (checksums where they push down), \"checksum\" (checksums or an error) or \"pull\" (read every row).")));
+	}
+	if (opts->v[OPT_SPLIT])
+		spec->split_factor = opt_int(opts->v[OPT_SPLIT], "split_factor", 2, 1000);
+	if (opts->v[OPT_LEAF])
+		spec->leaf_rows = opt_int(opts->v[OPT_LEAF], "leaf_rows", 1, 1000000);
+}
+
 /*
  * The start of a look-back window: now (the transaction's start) minus
  * the interval, counted on the wall clock of the diff's zone, so that a
@@ -1012,6 +1071,8 @@ prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
 					 errmsg("option \"cutoff\" needs option \"updated_column\"")));
 		spec->cutoff_source_max = true;
 	}
+
+	set_remote_options(spec, &opts);
 
 	relation_close(srel, AccessShareLock);
 	relation_close(trel, AccessShareLock);

@@ -204,7 +204,7 @@ run_job(DiffJob *job, const char *runner, TupleDesc *rowdesc,
 	HeapTuple	row;
 	bool		isnull;
 
-	diff_execute(spec, ts, desc, &counts);
+	diff_compare(spec, ts, desc, &counts);
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(job->name);
@@ -251,6 +251,19 @@ record_failure(DiffJob *job, const char *runner, TimestampTz started,
 	args[16] = CStringGetDatum(runner);
 	nulls[16] = ' ';
 	return insert_run(args, nulls, rowdesc);
+}
+
+/*
+ * A connection to a foreign server that broke during a job: postgres_fdw
+ * could not roll the remote subtransaction back, and refuses to commit the
+ * transaction around it, so the run could not be recorded anyway.  The
+ * caller gets the connection's own error (SQLSTATE class 08), and nothing
+ * of the call is written.
+ */
+static bool
+diff_error_ends_run(ErrorData *edata)
+{
+	return ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_CONNECTION_EXCEPTION;
 }
 
 /* One job's run, handed to run_in_subtransaction and back. */
@@ -355,7 +368,8 @@ reconcile_diff_run(PG_FUNCTION_ARGS)
 		if (edata != NULL &&
 			(edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
 			 edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
-			 edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE))
+			 edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE ||
+			 diff_error_ends_run(edata)))
 			ReThrowError(edata);
 		MemoryContextDelete(jr.jobcxt);
 		row = jr.row;
