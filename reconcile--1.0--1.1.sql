@@ -136,7 +136,7 @@ COMMENT ON FUNCTION reconcile_batch(pg_catalog.regclass, pg_catalog.regclass, pg
     'Load one batch from a staged relation into a registered target, exactly once: checks the manifest (a JSON array of {"object_key", "version_id", "content_hash", "rows"}), casts and rejects, resolves versions, tombstones and conflicts, merges, applies the attached rules, and moves the cursor of source to "cursor"; returns the receipt (status ''committed'' or ''replayed'').';
 COMMENT ON FUNCTION reconcile_diff(pg_catalog.regclass, pg_catalog.regclass, pg_catalog.text[],
     pg_catalog.jsonb) IS
-    'Compare source with target by key_columns: one row per finding (missing, extra, mismatch with the differing columns and values, duplicate_key, null_key). Options: compare, ignore (column lists), target_key_columns, column_map (source name to target name), trim_keys (boolean), updated_column, window ([from, to]), cutoff ("source_max"), tolerance (column to number or interval), time_zone (the zone in which timestamp and timestamptz columns are compared, default UTC), lookback (an interval: a window from now minus it).';
+    'Compare source with target by key_columns: one row per finding (missing, extra, mismatch with the differing columns and values, duplicate_key, null_key). Options: compare, ignore (column lists), target_key_columns, column_map (source name to target name), trim_keys (boolean), updated_column, window ([from, to]), cutoff ("source_max"), tolerance (column to number or interval), time_zone (the zone in which timestamp and timestamptz columns are compared, default UTC), lookback (an interval: a window from now minus it), remote (auto, checksum or pull: how a postgres_fdw foreign side is compared), split_factor and leaf_rows (the checksum comparison''s ranges).';
 COMMENT ON FUNCTION reconcile_diff_summary(pg_catalog.regclass, pg_catalog.regclass,
     pg_catalog.text[], pg_catalog.jsonb) IS
     'The diff of reconcile_diff, counted: one row of rows per side, matched, missing, extra, mismatched, duplicate and NULL keys, and mismatches per column. Same options as reconcile_diff.';
@@ -196,7 +196,7 @@ COMMENT ON COLUMN reconcile.target_rules.rules IS 'The rules document, or NULL w
 
 COMMENT ON TABLE reconcile.diff_jobs IS
     'Configured diffs, one row per table pair, run by reconcile_diff_run; source and target are names resolved when the job runs, options as reconcile_diff''s.';
-COMMENT ON COLUMN reconcile.diff_jobs.options IS 'reconcile_diff options: compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback.';
+COMMENT ON COLUMN reconcile.diff_jobs.options IS 'reconcile_diff options: compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback, remote, split_factor, leaf_rows.';
 COMMENT ON TABLE reconcile.diff_runs IS
     'One row per run of a configured diff job, kept for history: the summary''s counts, the number of findings, or the error.';
 COMMENT ON COLUMN reconcile.diff_runs.error IS 'The error the run ended with, or NULL when it completed.';
