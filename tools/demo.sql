@@ -59,8 +59,13 @@ SELECT left(batch_id, 12) AS batch, status, staged_rows AS staged, inserted, upd
        deleted, unchanged, stale, duplicates, conflicts, rejected
   FROM reconcile_batch(target => 'customer_state', staged => 'customer_stage',
        manifest => '[{"object_key":"crm/part-0002.csv","version_id":"1","content_hash":"sha256:51aa","rows":1}]');
-SELECT key, version, object_key, source_row FROM reconcile.conflicts;
+SELECT key, version, object_key, staged_payload, existing_payload FROM reconcile.conflicts;
 SELECT customer_id, name, version, is_deleted FROM customer_state ORDER BY 1;
+
+\echo '== 4b. The owner decides: the target keeps Ana Lee; the decision is recorded, once'
+SELECT r.status, r.version, r.choice, r.outcome, r.decided_by
+  FROM reconcile.conflicts c,
+       reconcile_resolve('customer_state', c.batch_id, c.key, c.existing_hash) AS r;
 
 \echo '== 5. C1 is deleted at v3; then the old part-0001 object is replayed under a new manifest'
 INSERT INTO customer_stage VALUES ('crm/part-0003.csv', 1, 'DELETE', 'C1', '3', NULL);
@@ -77,8 +82,19 @@ SELECT left(batch_id, 12) AS batch, status, staged_rows AS staged, inserted, upd
 \echo 'C1 stays a v3 tombstone; only C2 is live:'
 SELECT customer_id, name, version, is_deleted FROM customer_state ORDER BY 1;
 
+\echo '== 6. A shadow target loads the same manifest as part-0001 did: its own receipt'
+CREATE TABLE customer_shadow (LIKE customer_state INCLUDING ALL);
+SELECT reconcile_register('customer_shadow', '{customer_id}', 'version', 'is_deleted', 'payload_hash');
+SELECT left(batch_id, 12) AS batch, status, staged_rows AS staged, inserted, updated,
+       deleted, unchanged, stale, duplicates, conflicts, rejected
+  FROM reconcile_batch(target => 'customer_shadow', staged => 'customer_stage',
+       manifest => '[{"object_key":"crm/part-0001.csv","version_id":"3Lg","content_hash":"sha256:9f2c","rows":5}]');
+\echo 'The live target went on to delete C1; the shadow has only part-0001:'
+SELECT issue, key, columns FROM reconcile_diff('customer_state', 'customer_shadow', '{customer_id}',
+                                               '{"compare": ["version", "is_deleted"]}');
+
 \echo '== Every receipt, and where the source stands'
-SELECT left(batch_id, 12) AS batch, staged_rows AS staged, inserted, updated, deleted,
+SELECT target, left(batch_id, 12) AS batch, staged_rows AS staged, inserted, updated, deleted,
        unchanged, stale, duplicates, conflicts, rejected, left(checksum, 12) AS checksum
   FROM reconcile.receipts ORDER BY committed_at;
 SELECT source, position, left(batch_id, 12) AS batch FROM reconcile.cursors;
