@@ -112,7 +112,7 @@ CREATE EVENT TRIGGER reconcile_forget_dropped ON sql_drop
 -- Also under session_replication_role = replica.
 ALTER EVENT TRIGGER reconcile_forget_dropped ENABLE ALWAYS;
 
--- ---- comments: the catalog explains itself (discover) ----
+-- ---- comments: the catalog explains itself ----
 
 -- Every function, table, view, type and event trigger of the extension
 -- carries a description, shown by \df+, \dt+, \dv+, \dT+ and \dd.  Here,
@@ -205,7 +205,7 @@ COMMENT ON SEQUENCE reconcile.diff_runs_run_id_seq IS 'Run ids of reconcile.diff
 COMMENT ON TABLE reconcile.diff_results IS
     'The findings of each diff run, as reconcile_diff returns them.';
 
--- ---- diffcfg (issue 13): reconciliation configs as users have them ----
+-- ---- reconciliation configs as users have them ----
 
 -- One COPY of a config file (or rows in an INSERT) into this view makes
 -- jobs: its INSTEAD OF trigger checks each row as a run would and inserts
@@ -270,7 +270,7 @@ COMMENT ON COLUMN reconcile.diff_job_config."window" IS
 COMMENT ON FUNCTION reconcile.diff_job_config_load() IS
     'INSTEAD OF INSERT OR UPDATE trigger of reconcile.diff_job_config: checks a config row as a diff job and inserts or replaces it in reconcile.diff_jobs as the loading role; refuses an UPDATE.';
 
--- ---- rules documents as dataframe tools write them (issue 13, rulesdoc) ----
+-- ---- rules documents as dataframe tools write them ----
 
 -- reconcile_check shows, per rule, the SQLSTATE of an ERROR and the
 -- rule's descriptive keys.  A function's result columns change only by
@@ -303,7 +303,7 @@ COMMENT ON FUNCTION @extschema@.reconcile_check(pg_catalog.regclass, pg_catalog.
 COMMENT ON FUNCTION @extschema@.reconcile_check_report(pg_catalog.regclass, pg_catalog.jsonb, pg_catalog.jsonb) IS
 'The same run as reconcile_check, returned as one jsonb document: {"summary": {rules, passed, failed, errored, gate: pass|blocked}, "rules": [one object per rule with the columns of reconcile_check]}; stores nothing. Options: sample (0-10000 rows kept per rule, default 10), key_columns (array of column names identifying sample rows), fail_on_breach (boolean, default false: raise SQLSTATE 23514 naming the breaching rules instead of returning the report when the gate is blocked).';
 
--- ---- stage: object versions, reject and schema drift policies ----
+-- ---- object versions, reject and schema drift policies ----
 
 -- Several versions of one object may be loaded by one batch (a staged
 -- relation with a version_id column tells their rows apart), so a batch's
@@ -363,7 +363,7 @@ COMMENT ON FUNCTION reconcile_batch(pg_catalog.regclass, pg_catalog.regclass, pg
     pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) IS
     'Stage, check and merge one batch; returns its receipt. options (jsonb object, overriding the registration''s key by key): max_rejects (integer >= 0), max_reject_share (number from 0 to 1), unknown_columns (''error'' or ''ignore''); a key set to null takes its default (no limit, ''error'').';
 
--- ---- held conflicts and their resolution (issue 12, helper conflicts) ----
+-- ---- held conflicts and their resolution ----
 
 -- A held row keeps its payload, and a row at the target's version the
 -- target's payload then, so that a quarantined key can be decided after the
