@@ -112,9 +112,20 @@ INSERT INTO reconcile.diff_job_config VALUES ('noupd', 'sales.src_orders', 'sink
 SELECT * FROM reconcile_diff('sales.src_orders', 'sink.orders', '{customer_id,primaryKey1}');
 SELECT * FROM reconcile_diff('sales.both_cases', 'sink.both_cases', '{Code}', '{"compare": ["aMOUNT"]}');
 
--- Bad rows: each is refused whole, naming the job and what is wrong.
-INSERT INTO reconcile.diff_job_config VALUES (NULL, 'sales.customers', 'sink.customers', 'customer_id', NULL, NULL);
+-- A file without job names: each job is named "<source> -> <target>", so
+-- loading it again replaces the same jobs.
+COPY reconcile.diff_job_config (source, target, key_columns, updated_column) FROM STDIN CSV HEADER;
+source,target,key_columns,updated_column
+sales.customers,sink.customers,Customer_ID,
+sales.src_orders,sink.orders,"customer_id, PrimaryKEY1",Updated_date
+\.
 INSERT INTO reconcile.diff_job_config VALUES ('  ', 'sales.customers', 'sink.customers', 'customer_id', NULL, NULL);
+SELECT name, source, target, key_columns, options FROM reconcile.diff_jobs WHERE name LIKE '% -> %' ORDER BY name;
+DELETE FROM reconcile.diff_jobs WHERE name LIKE '% -> %';
+
+-- Bad rows: each is refused whole, naming the job and what is wrong.
+INSERT INTO reconcile.diff_job_config VALUES (NULL, NULL, 'sink.customers', 'customer_id', NULL, NULL);
+INSERT INTO reconcile.diff_job_config (source, target) VALUES ('sales.customers', 'sink.customers');
 INSERT INTO reconcile.diff_job_config VALUES ('x', NULL, 'sink.customers', 'customer_id', NULL, NULL);
 INSERT INTO reconcile.diff_job_config VALUES ('x', 'sales.customers', '', 'customer_id', NULL, NULL);
 INSERT INTO reconcile.diff_job_config VALUES ('x', 'sales.customers', 'sink.customers', ' ', NULL, NULL);

@@ -108,8 +108,8 @@ required_field(HeapTuple tup, TupleDesc desc, int which, const char *job)
 		ereport(ERROR,
 				(errcode(ERRCODE_NOT_NULL_VIOLATION),
 				 job ? errmsg("diff job \"%s\" has no %s", job, config_columns[which]) :
-				 errmsg("a row of the config has no job name"),
-				 errdetail("Every row of a reconciliation config names its job, source, target and key columns.")));
+				 errmsg("a row of the config has no %s", config_columns[which]),
+				 errdetail("Every row of a reconciliation config names its source, target and key columns; a row without a job name makes the job \"<source> -> <target>\".")));
 	return s;
 }
 
@@ -389,14 +389,23 @@ reconcile_diff_job_config_load(PG_FUNCTION_ARGS)
 						   GetUserNameFromId(GetUserId(), false)),
 				 errhint("The extension's owner may GRANT INSERT, UPDATE ON reconcile.diff_jobs to a role that configures jobs.")));
 
-	job = required_field(tup, desc, CFG_JOB, NULL);
+	/* A row without a job name makes the job "<source> -> <target>". */
+	job = config_field(tup, desc, CFG_JOB);
 	cb.callback = config_error_context;
-	cb.arg = job;
 	cb.previous = error_context_stack;
-	error_context_stack = &cb;
-
+	if (job)
+	{
+		cb.arg = job;
+		error_context_stack = &cb;
+	}
 	sname = required_field(tup, desc, CFG_SOURCE, job);
 	tname = required_field(tup, desc, CFG_TARGET, job);
+	if (job == NULL)
+	{
+		job = psprintf("%s -> %s", sname, tname);
+		cb.arg = job;
+		error_context_stack = &cb;
+	}
 	keys = split_column_list(required_field(tup, desc, CFG_KEYS, job), job);
 	updated = config_field(tup, desc, CFG_UPDATED);
 	window = config_field(tup, desc, CFG_WINDOW);
