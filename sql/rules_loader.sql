@@ -309,6 +309,12 @@ SELECT status, inserted, rejected FROM reconcile_batch(target => 'owned_state', 
 SELECT id, v FROM owned_state;
 -- The temporary table, and the grant with it, are gone.
 SELECT count(*) AS apply_tables FROM pg_class WHERE relname LIKE 'reconcile_apply_%';
+-- An error that is not the rules' (here an unknown staged column) does not
+-- say that the rules were being evaluated.
+ALTER TABLE owned_stage ADD COLUMN note text;
+\set VERBOSITY default
+SELECT status FROM reconcile_batch(target => 'owned_state', staged => 'owned_stage',
+    manifest => '[{"object_key":"w2","version_id":"a","content_hash":"sha256:w2","rows":2}]');
 DROP TABLE secret, owned_state, owned_stage;
 DROP ROLE regress_rules_owner;
 

@@ -532,7 +532,7 @@ batch_rules_error_context(void *arg)
 	BatchRules *br = arg;
 
 	if (br->nrow > 0)
-		errcontext("reading the staged rows with the row rules attached to table \"%s\" (reconcile_check over the staged relation names a rule that fails)",
+		errcontext("evaluating the row rules attached to table \"%s\" on a staged row (reconcile_check over the staged relation names a rule that fails)",
 				   br->target_name);
 }
 
@@ -550,10 +550,6 @@ batch_rules_context_push(BatchState *b)
 
 	if (br == NULL || br->nrow == 0)
 		return;
-	br->context.callback = batch_rules_error_context;
-	br->context.arg = br;
-	br->context.previous = error_context_stack;
-	error_context_stack = &br->context;
 	br->path_nestlevel = NewGUCNestLevel();
 	(void) set_config_option("search_path", RULES_SEARCH_PATH, PGC_USERSET,
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
@@ -569,7 +565,7 @@ batch_rules_context_push(BatchState *b)
 	}
 }
 
-/* Undo batch_rules_context_push: restore search_path and the error context. */
+/* Undo batch_rules_context_push: restore search_path. */
 void
 batch_rules_context_pop(BatchState *b)
 {
@@ -586,7 +582,6 @@ batch_rules_context_pop(BatchState *b)
 		rules_user_leave(&env);
 	}
 	AtEOXact_GUC(false, br->path_nestlevel);
-	error_context_stack = br->context.previous;
 }
 
 /*
@@ -749,10 +744,16 @@ batch_rules_row(BatchRules *br, TupleTableSlot *row, const char ***reasons)
 {
 	int			nreasons = 0;
 
+	/* Only errors raised while the rules run are said to come from them. */
+	br->context.callback = batch_rules_error_context;
+	br->context.arg = br;
+	br->context.previous = error_context_stack;
+	error_context_stack = &br->context;
 	if (br->eval != NULL)
 		nreasons = eval_row_trapped(br, row, 0);
 	if (br->rowquery != NULL)
 		run_row_plan_as_owner(br, row);
+	error_context_stack = br->context.previous;
 	for (int i = 0; i < br->nrow; i++)
 	{
 		int			src = br->source[i];
