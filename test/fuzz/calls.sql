@@ -179,7 +179,17 @@ BEGIN
         RETURN pg_temp.lit(pg_temp.one(
             jsonb_build_object('sample', pg_temp.jnum()),
             jsonb_build_object('sample', pg_temp.jnum(), 'key_columns', jsonb_build_array(c)),
-            jsonb_build_object('key_columns', jsonb_build_array(c, cols[1]))
+            jsonb_build_object('key_columns', jsonb_build_array(c, cols[1])),
+            jsonb_build_object('fail_on_breach', pg_temp.one('true', 'false', 'null', '1', '"yes"')::jsonb),
+            jsonb_build_object('sample', pg_temp.jnum(), 'fail_on_breach', true)
+            )::text, 'jsonb');
+    ELSIF x < 0.6 AND kind = 'load' THEN
+        RETURN pg_temp.lit(pg_temp.one(
+            jsonb_build_object('max_rejects', pg_temp.jnum()),
+            jsonb_build_object('max_reject_share', pg_temp.jnum()),
+            jsonb_build_object('unknown_columns', pg_temp.one('error', 'ignore', 'IGNORE', '')),
+            jsonb_build_object('max_rejects', pg_temp.jnum(), 'max_reject_share', pg_temp.jnum(),
+                               'unknown_columns', 'ignore')
             )::text, 'jsonb');
     ELSIF x < 0.6 AND kind = 'discover' THEN
         RETURN pg_temp.lit(pg_temp.one(
@@ -208,14 +218,18 @@ BEGIN
         jsonb_build_object('updated_column', c, 'cutoff', 'source_max'),
         jsonb_build_object('trim_keys', pg_temp.jnum()),
         jsonb_build_object('column_map', jsonb_build_object(c, pg_temp.one('name', 'amount', 'x', ''))),
-        jsonb_build_object('target_key_columns', jsonb_build_array(c, c))
+        jsonb_build_object('target_key_columns', jsonb_build_array(c, c)),
+        jsonb_build_object('time_zone', pg_temp.one('UTC', 'America/New_York', 'Asia/Kathmandu', 'CET', 'Mars/Olympus', '')),
+        jsonb_build_object('updated_column', c, 'lookback', pg_temp.one('7 days', 'P7D', '-1 day', 'soon', '')),
+        jsonb_build_object('remote', pg_temp.one('auto', 'checksum', 'pull', 'push'), 'split_factor', pg_temp.jnum(),
+                           'leaf_rows', pg_temp.jnum())
         )::text, 'jsonb');
 END $$;
 
 CREATE FUNCTION pg_temp.call() RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     p record;
-    f int := floor(random() * 17)::int;
+    f int := floor(random() * 18)::int;
     deep boolean := random() < 0.5;
     rel text;
     stmt text;
@@ -238,9 +252,10 @@ BEGIN
     WHEN f = 2 THEN format('SELECT reconcile_unregister(%s)', pg_temp.pick('rels', 'regclass'))
     WHEN f = 3 THEN format('SELECT reconcile_batch_id(%s)', pg_temp.manifest(p.staged, p.objects))
     WHEN f = 4 THEN format('SELECT reconcile_canonical_manifest(%s)', pg_temp.manifest(p.staged, p.objects))
-    WHEN f BETWEEN 5 AND 7 THEN format('SELECT * FROM reconcile_batch(%s, %s, %s, %s, %s)', rel,
+    WHEN f BETWEEN 5 AND 7 THEN format('SELECT * FROM reconcile_batch(%s, %s, %s, %s, %s%s)', rel,
         CASE WHEN deep OR random() < 0.3 THEN pg_temp.lit(p.staged, 'regclass') ELSE pg_temp.pick('rels', 'regclass') END,
-        pg_temp.manifest(p.staged, p.objects), pg_temp.pick('words', 'text'), pg_temp.pick('words', 'text'))
+        pg_temp.manifest(p.staged, p.objects), pg_temp.pick('words', 'text'), pg_temp.pick('words', 'text'),
+        CASE WHEN random() < 0.4 THEN ', ' || pg_temp.options(p.cols, 'load') ELSE '' END)
     WHEN f = 8 THEN format('SELECT * FROM reconcile_diff(%s, %s, %s, %s)', rel,
         CASE WHEN deep THEN pg_temp.lit(pg_temp.one('customer_copy', p.staged, p.target), 'regclass')
              ELSE pg_temp.pick('rels', 'regclass') END,
@@ -270,6 +285,14 @@ BEGIN
         CASE WHEN deep THEN '(SELECT staged_hash FROM reconcile.conflicts ORDER BY random() LIMIT 1)'
              ELSE format('pg_catalog.sha256(pg_catalog.convert_to(%s, ''UTF8''))', pg_temp.pick('words', 'text')) END)
     WHEN f = 15 THEN (SELECT registration FROM registrations ORDER BY random(), registration LIMIT 1)
+    WHEN f = 16 THEN format('INSERT INTO reconcile.diff_job_config VALUES (%s, %s, %s, %s, %s, %s)',
+        pg_temp.pick('words', 'text'),
+        CASE WHEN deep THEN pg_temp.lit(p.target, 'text') ELSE pg_temp.pick('words', 'text') END,
+        CASE WHEN deep THEN pg_temp.lit(pg_temp.one('customer_copy', p.staged, p.target), 'text')
+             ELSE pg_temp.pick('words', 'text') END,
+        pg_temp.lit(pg_temp.one(array_to_string(p.cols[1:2], ','), upper(p.cols[1]), ' , ', '"' || p.cols[1], p.cols[1]), 'text'),
+        pg_temp.lit(pg_temp.one(NULL, p.cols[2], upper(p.cols[3])), 'text'),
+        pg_temp.lit(pg_temp.one(NULL, '7 days', '2026-01-01/2026-02-01', '/', 'x/y/z'), 'text'))
     ELSE format('SELECT reconcile_set_rules(%s, %s)', rel, pg_temp.rules(p.cols))
     END;
     -- Now and then: DDL on what the call reads, in a transaction rolled back.
