@@ -447,6 +447,29 @@ SELECT string_agg(id || '=' || name || '/' || version, ' ' ORDER BY id) FROM dis
 	"committed|1|1\nC2=Bo RR/7 R1=New RR/1",
 	'distributed: a batch under REPEATABLE READ');
 
+# The winners of a distributed target are written by one UPDATE per shard
+# that holds some, each routed to that shard alone (not one statement whose
+# every shard task reads all of them), and the workers' writes are prepared.
+my ($rt_ret, $rt_out, $rt_log) = $coord->psql(
+	'postgres', q{
+TRUNCATE distributed.stage;
+INSERT INTO distributed.stage SELECT 'rt', g, 'UPSERT', 'C' || g, '9', 'Routed', 50 FROM generate_series(1, 8) g;
+SET citus.log_remote_commands = on;
+SELECT status, inserted + updated FROM reconcile_batch('distributed.cust', 'distributed.stage',
+    '[{"object_key":"rt","version_id":"1","content_hash":"h","rows":8}]');
+});
+is($rt_out, 'committed|8', 'distributed: a batch of updates commits');
+my @updates = grep { /issuing UPDATE distributed\.cust/ } split /\n/, $rt_log;
+my %shards = map { /(cust_\d+)/ ? ($1 => 1) : () } @updates;
+ok(@updates > 1, 'distributed: the updates go to more than one shard');
+ok(@updates <= 8, 'distributed: only the shards that hold winners are written');
+is(scalar(keys %shards), scalar(@updates), 'distributed: one UPDATE per shard');
+ok(!grep({ /read_intermediate_result/ || /cust_\d+.*cust_\d+/ } @updates),
+	'distributed: each UPDATE reads its own winners and names one shard');
+like($rt_log, qr/issuing PREPARE TRANSACTION/, 'distributed: the shards\' writes are prepared');
+is($coord->safe_psql('postgres', "SELECT count(*) FROM distributed.cust WHERE name = 'Routed' AND version = 9"),
+	'8', 'distributed: every routed row is written');
+
 # ---- a worker killed with kill -9 during a batch ----
 
 my $pause_key = "x'7265636f6e63696c'::bigint";
