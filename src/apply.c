@@ -238,7 +238,9 @@ key_operator(TargetInfo *t, int k)
  * column (Citus's get_shard_id_for_distribution_column) and each group is
  * written by a statement of its own, with its arrays and a condition
  * "distribution column = ANY (the group's keys)", from which Citus routes
- * the statement to the one shard that holds them.  The grouping only
+ * the statement to the one shard that holds them.  A target with a column
+ * whose values would not come back from an array (an array column, which
+ * array_agg would stack into a dimension more) keeps the one statement.  The grouping only
  * spares work: every statement keeps the full key match and version
  * check, and their row counts are added up and checked as one.
  */
@@ -265,9 +267,17 @@ update_sources(ApplyWriter *m, const char *tmp, char action, int *nsrc)
 		for (int k = 0; distcol != NULL && k < t->nkeys; k++)
 			if (strcmp(t->keys[k].name, distcol) == 0)
 				distk = k;
+		/* Only columns whose values make arrays that unnest gives back. */
+		for (int i = 0; distk >= 0 && i < ncols; i++)
+		{
+			TargetColumn *c = i < t->nkeys ? &t->keys[i] : i == t->nkeys ? &t->version :
+				i == t->nkeys + 1 ? &t->hash : &t->payload[i - t->nkeys - 2];
+
+			if (!OidIsValid(get_array_type(c->typid)) || type_is_array(getBaseType(c->typid)))
+				distk = -1;
+		}
 	}
-	if (t->citus_kind != CITUS_REFERENCE &&
-		(distk < 0 || !OidIsValid(get_array_type(t->keys[distk].typid))))
+	if (t->citus_kind != CITUS_REFERENCE && distk < 0)
 	{
 		src = palloc0(sizeof(UpdateSource));
 		src->from = psprintf("%s AS w", tmp);
