@@ -6,7 +6,9 @@
 # a composite key distributed by one of its columns, a table distributed
 # after it was loaded and a batch under REPEATABLE READ load as on one
 # server; the kinds reconcile does not load are refused before anything
-# is written; the diff of a co-located pair equals the plain diff; and a
+# is written; the diff of a co-located pair equals the plain diff, read
+# row by row and by checksums computed on the shards; a distributed
+# target's UPDATEs are routed shard by shard and prepared; and a
 # worker killed with kill -9 during a batch leaves nothing of it on any
 # node, after which the retry commits once.
 #
@@ -458,6 +460,17 @@ is( $coord->safe_psql(
 		"SET search_path = cs_dist, public;\n" . sprintf($cs_query, ', "remote": "pull"', ', "remote": "pull"')),
 	$cs_plain,
 	'checksum diff: reading every row of the distributed pair finds the same');
+# Single-shard tables, compared by checksums too.
+$coord->safe_psql(
+	'postgres',
+	sprintf($cs_setup, 'cs_single',
+		q{SELECT create_distributed_table('a', NULL); SELECT create_distributed_table('b', NULL, colocate_with => 'a');}
+	));
+($ret, my $cs_single, $cs_log) = $coord->psql('postgres',
+	"SET search_path = cs_single, public;\nSET client_min_messages = debug2;\n"
+	  . sprintf($cs_query, ', "remote": "checksum"', ', "remote": "checksum"'));
+is($cs_single, $cs_plain, 'checksum diff: single-shard tables give the plain findings');
+like($cs_log, qr/reconcile diff checksum query/, 'checksum diff: single-shard tables are compared by checksums');
 # One side local: the grid comes from it, the other side's sums from the shards.
 is( $coord->safe_psql(
 		'postgres',
