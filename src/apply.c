@@ -22,6 +22,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -120,13 +121,13 @@ apply_add(ApplyWriter *m, const Winner *winner, char action)
 }
 
 static void
-apply_check(ApplyWriter *m, const char *what, uint64 expected)
+apply_check(ApplyWriter *m, const char *what, uint64 expected, uint64 written)
 {
-	if (SPI_processed != expected)
+	if (written != expected)
 		ereport(ERROR,
 				(errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
 				 errmsg("batch %s expected its %s to write " UINT64_FORMAT " rows of table \"%s\", but it wrote " UINT64_FORMAT,
-						m->batch_id, what, expected, m->t->relname, SPI_processed),
+						m->batch_id, what, expected, m->t->relname, written),
 				 errdetail("A trigger on the target skipped rows, or the target changed during the batch."),
 				 errhint("reconcile_batch refuses to commit a receipt that does not match the target; nothing was applied.")));
 }
@@ -204,36 +205,91 @@ typedef struct UpdateSource
 	Datum	   *values;
 } UpdateSource;
 
+/* The quoted, qualified name of a key column's equality operator. */
+static char *
+key_operator(TargetInfo *t, int k)
+{
+	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(t->key_eq_ops[k]));
+	Form_pg_operator op;
+	char	   *out;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator %u", t->key_eq_ops[k]);
+	op = (Form_pg_operator) GETSTRUCT(tup);
+	out = psprintf("%s.%s", quote_identifier(get_namespace_name(op->oprnamespace)),
+				   NameStr(op->oprname));
+	ReleaseSysCache(tup);
+	return out;
+}
+
 /*
- * Normally the temporary table.  Citus cannot join a reference table that
- * it modifies with a local table, but it ships parameters with the
- * statement to every placement: there the winners come as one array per
- * column, unnested in the statement (citus.c refuses a reference target
- * with a column whose type has no array type).
+ * Where the winners of one action are read from, in *nsrc statements.
+ *
+ * Normally the temporary table, in one statement.  Citus cannot join a
+ * reference table that it modifies with a local table, but it ships
+ * parameters with the statement to every placement: there the winners
+ * come as one array per column, unnested in the statement (citus.c
+ * refuses a reference target with a column whose type has no array type).
+ *
+ * A hash-distributed target joined with the temporary table would get the
+ * whole table, as an intermediate result, in the task of every shard,
+ * each of which reads all of it: work that grows with the number of
+ * shards.  Its winners are grouped by the shard of their distribution
+ * column (Citus's get_shard_id_for_distribution_column) and each group is
+ * written by a statement of its own, with its arrays and a condition
+ * "distribution column = ANY (the group's keys)", from which Citus routes
+ * the statement to the one shard that holds them.  A target with a column
+ * whose values would not come back from an array (an array column, which
+ * array_agg would stack into a dimension more) keeps the one statement.  The grouping only
+ * spares work: every statement keeps the full key match and version
+ * check, and their row counts are added up and checked as one.
  */
-static void
-update_source(ApplyWriter *m, const char *tmp, char action, UpdateSource *src)
+static UpdateSource *
+update_sources(ApplyWriter *m, const char *tmp, char action, int *nsrc)
 {
 	TargetInfo *t = m->t;
 	StringInfoData agg,
 				from,
 				names;
 	int			ncols = t->nkeys + 2 + (action == ACTION_UPDATE ? t->npayload : 0);
+	int			distk = -1;
+	int			first;
+	Oid			argtypes[1] = {REGCLASSOID};
+	Datum		args[1];
+	UpdateSource *src;
+	char	   *sql;
 
-	memset(src, 0, sizeof(*src));
-	if (t->citus_kind != CITUS_REFERENCE)
+	if (t->citus_kind == CITUS_DISTRIBUTED)
 	{
+		char	   *distcol = NULL;
+
+		(void) citus_table_kind(t->relid, &distcol, NULL);
+		for (int k = 0; distcol != NULL && k < t->nkeys; k++)
+			if (strcmp(t->keys[k].name, distcol) == 0)
+				distk = k;
+		/* Only columns whose values make arrays that unnest gives back. */
+		for (int i = 0; distk >= 0 && i < ncols; i++)
+		{
+			TargetColumn *c = i < t->nkeys ? &t->keys[i] : i == t->nkeys ? &t->version :
+				i == t->nkeys + 1 ? &t->hash : &t->payload[i - t->nkeys - 2];
+
+			if (!OidIsValid(get_array_type(c->typid)) || type_is_array(getBaseType(c->typid)))
+				distk = -1;
+		}
+	}
+	if (t->citus_kind != CITUS_REFERENCE && distk < 0)
+	{
+		src = palloc0(sizeof(UpdateSource));
 		src->from = psprintf("%s AS w", tmp);
 		src->filter = action == ACTION_UPDATE ? "w.a OPERATOR(pg_catalog.=) 'U'" :
 			"w.a OPERATOR(pg_catalog.=) 'D'";
-		return;
+		*nsrc = 1;
+		return src;
 	}
 
 	initStringInfo(&agg);
 	initStringInfo(&from);
 	initStringInfo(&names);
-	src->types = palloc(sizeof(Oid) * ncols);
-	src->values = palloc(sizeof(Datum) * ncols);
 	for (int i = 0; i < ncols; i++)
 	{
 		TargetColumn *c;
@@ -247,30 +303,56 @@ update_source(ApplyWriter *m, const char *tmp, char action, UpdateSource *src)
 			c = &t->hash, name = "h";
 		else
 			c = &t->payload[i - t->nkeys - 2], name = psprintf("p%d", i - t->nkeys - 1);
-		src->types[i] = get_array_type(c->typid);
-		if (!OidIsValid(src->types[i]))
+		if (!OidIsValid(get_array_type(c->typid)))
 			elog(ERROR, "type %s has no array type", format_type_be(c->typid));
 		appendStringInfo(&agg, "%spg_catalog.array_agg(w.%s)", i ? ", " : "", name);
 		appendStringInfo(&from, "%spg_catalog.unnest($%d)", i ? ", " : "", i + 1);
 		appendStringInfo(&names, "%s%s", i ? ", " : "", name);
 	}
-	if (SPI_execute(psprintf("SELECT %s FROM %s AS w WHERE w.a OPERATOR(pg_catalog.=) '%c'",
-							 agg.data, tmp, action), false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not read %s", tmp);
-	for (int i = 0; i < ncols; i++)
+	if (distk >= 0)
 	{
-		bool		isnull;
-
-		src->values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-									   i + 1, &isnull);
-		if (isnull)
-			elog(ERROR, "%s holds no rows of action '%c'", tmp, action);
-		src->values[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(src->values[i]));
+		sql = psprintf("SELECT %s, %s FROM %s AS w WHERE w.a OPERATOR(pg_catalog.=) '%c' GROUP BY 1",
+					   citus_function_call("get_shard_id_for_distribution_column",
+										   psprintf("$1, w.k%d", distk + 1)),
+					   agg.data, tmp, action);
+		first = 2;
 	}
-	src->nparams = ncols;
-	src->from = psprintf("ROWS FROM (%s) AS w(%s)", from.data, names.data);
-	src->filter = "true";
+	else
+	{
+		sql = psprintf("SELECT %s FROM %s AS w WHERE w.a OPERATOR(pg_catalog.=) '%c'",
+					   agg.data, tmp, action);
+		first = 1;
+	}
+	args[0] = ObjectIdGetDatum(t->relid);
+	if (SPI_execute_with_args(sql, distk >= 0 ? 1 : 0, argtypes, args, NULL, false, 0) != SPI_OK_SELECT ||
+		SPI_processed < 1)
+		elog(ERROR, "could not read %s", tmp);
+
+	*nsrc = (int) SPI_processed;
+	src = palloc0(sizeof(UpdateSource) * *nsrc);
+	for (int r = 0; r < *nsrc; r++)
+	{
+		src[r].types = palloc(sizeof(Oid) * ncols);
+		src[r].values = palloc(sizeof(Datum) * ncols);
+		for (int i = 0; i < ncols; i++)
+		{
+			bool		isnull;
+
+			src[r].types[i] = SPI_gettypeid(SPI_tuptable->tupdesc, first + i);
+			src[r].values[i] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc,
+											 first + i, &isnull);
+			if (isnull)
+				elog(ERROR, "%s holds no rows of action '%c'", tmp, action);
+			src[r].values[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(src[r].values[i]));
+		}
+		src[r].nparams = ncols;
+		src[r].from = psprintf("ROWS FROM (%s) AS w(%s)", from.data, names.data);
+		src[r].filter = distk < 0 ? "true" :
+			psprintf("t.%s OPERATOR(%s) ANY ($%d)", quote_identifier(t->keys[distk].name),
+					 key_operator(t, distk), distk + 1);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return src;
 }
 
 /* Write the queued winners to the target, with the caller's rights. */
@@ -339,39 +421,51 @@ apply_run(ApplyWriter *m)
 					   t->citus_kind != CITUS_NONE ? " ON CONFLICT DO NOTHING" : "");
 		if (SPI_execute(sql, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not insert into %s", t->relname);
-		apply_check(m, "INSERT", m->nactions[0]);
+		apply_check(m, "INSERT", m->nactions[0], SPI_processed);
 	}
 	if (m->nactions[1] > 0)
 	{
-		UpdateSource src;
+		int			nsrc;
+		UpdateSource *src = update_sources(m, tmp, ACTION_UPDATE, &nsrc);
+		uint64		written = 0;
 
-		update_source(m, tmp, ACTION_UPDATE, &src);
-		sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = false, %s = w.h%s FROM %s"
-					   " WHERE %s%s AND t.%s OPERATOR(pg_catalog.<) w.v",
-					   t->qualname, quote_identifier(t->version.name),
-					   quote_identifier(t->deleted.name), quote_identifier(t->hash.name),
-					   set.data, src.from, src.filter, keymatch.data,
-					   quote_identifier(t->version.name));
-		if (SPI_execute_with_args(sql, src.nparams, src.types, src.values, NULL,
-								  false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not update %s", t->relname);
-		apply_check(m, "UPDATE", m->nactions[1]);
+		for (int i = 0; i < nsrc; i++)
+		{
+			sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = false, %s = w.h%s FROM %s"
+						   " WHERE %s%s AND t.%s OPERATOR(pg_catalog.<) w.v",
+						   t->qualname, quote_identifier(t->version.name),
+						   quote_identifier(t->deleted.name), quote_identifier(t->hash.name),
+						   set.data, src[i].from, src[i].filter, keymatch.data,
+						   quote_identifier(t->version.name));
+			if (SPI_execute_with_args(sql, src[i].nparams, src[i].types, src[i].values, NULL,
+									  false, 0) != SPI_OK_UPDATE)
+				elog(ERROR, "could not update %s", t->relname);
+			written += SPI_processed;
+		}
+		apply_check(m, "UPDATE", m->nactions[1], written);
 	}
 	if (m->nactions[2] > 0)
 	{
-		UpdateSource src;
+		int			nsrc;
+		UpdateSource *src;
+		uint64		written = 0;
 
 		/* A tombstone keeps the row's last payload; only its state moves. */
-		update_source(m, tmp, ACTION_DELETE, &src);
-		sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = true, %s = w.h FROM %s"
-					   " WHERE %s%s AND t.%s OPERATOR(pg_catalog.<) w.v",
-					   t->qualname, quote_identifier(t->version.name),
-					   quote_identifier(t->deleted.name), quote_identifier(t->hash.name),
-					   src.from, src.filter, keymatch.data, quote_identifier(t->version.name));
-		if (SPI_execute_with_args(sql, src.nparams, src.types, src.values, NULL,
-								  false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not update %s", t->relname);
-		apply_check(m, "tombstone UPDATE", m->nactions[2]);
+		src = update_sources(m, tmp, ACTION_DELETE, &nsrc);
+		for (int i = 0; i < nsrc; i++)
+		{
+			sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = true, %s = w.h FROM %s"
+						   " WHERE %s%s AND t.%s OPERATOR(pg_catalog.<) w.v",
+						   t->qualname, quote_identifier(t->version.name),
+						   quote_identifier(t->deleted.name), quote_identifier(t->hash.name),
+						   src[i].from, src[i].filter, keymatch.data,
+						   quote_identifier(t->version.name));
+			if (SPI_execute_with_args(sql, src[i].nparams, src[i].types, src[i].values, NULL,
+									  false, 0) != SPI_OK_UPDATE)
+				elog(ERROR, "could not update %s", t->relname);
+			written += SPI_processed;
+		}
+		apply_check(m, "tombstone UPDATE", m->nactions[2], written);
 	}
 	if (m->nactions[3] > 0)
 	{
@@ -387,7 +481,7 @@ apply_run(ApplyWriter *m)
 					   quote_identifier(t->version.name));
 		if (SPI_execute(sql, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not update %s", t->relname);
-		apply_check(m, "replacing UPDATE", m->nactions[3]);
+		apply_check(m, "replacing UPDATE", m->nactions[3], SPI_processed);
 	}
 	if (SPI_execute(psprintf("DROP TABLE %s", tmp), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not drop %s", m->name);

@@ -47,9 +47,9 @@ qualified_name(Oid relid)
 									  get_rel_name(relid));
 }
 
-/* The OID of Citus's pg_dist_partition, or InvalidOid without Citus. */
+/* The schema of the citus extension, or InvalidOid without Citus. */
 static Oid
-dist_partition_relid(void)
+citus_schema(void)
 {
 	Oid			ext = get_extension_oid("citus", true);
 	Oid			schema = InvalidOid;
@@ -70,7 +70,34 @@ dist_partition_relid(void)
 		schema = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	return schema;
+}
+
+/* The OID of Citus's pg_dist_partition, or InvalidOid without Citus. */
+static Oid
+dist_partition_relid(void)
+{
+	Oid			schema = citus_schema();
+
 	return OidIsValid(schema) ? get_relname_relid("pg_dist_partition", schema) : InvalidOid;
+}
+
+/*
+ * SQL text that calls one of Citus's functions, qualified by the citus
+ * extension's schema (never through search_path).
+ */
+char *
+citus_function_call(const char *function, const char *args)
+{
+	Oid			schema = citus_schema();
+
+	if (!OidIsValid(schema))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension \"citus\" is not installed"),
+				 errdetail("reconcile called Citus's function %s.", function)));
+	return psprintf("%s(%s)", quote_qualified_identifier(get_namespace_name(schema), function),
+					args);
 }
 
 /*

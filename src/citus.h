@@ -22,6 +22,7 @@ typedef enum CitusKind
 
 extern CitusKind citus_table_kind(Oid relid, char **distcol, int32 *colocationid);
 extern const char *citus_kind_name(CitusKind kind);
+extern char *citus_function_call(const char *function, const char *args);
 extern void citus_check_target(Oid relid, const char *relname, bool partitioned,
 							   CitusKind kind);
 

@@ -27,6 +27,13 @@
  * Where a column cannot be hashed this way, or the aggregate would not be
  * pushed down (checked in the plan), the diff reads every row as before
  * (option "remote": "auto"), or fails ("checksum").
+ *
+ * A side that Citus distributes (hash-distributed or single-shard) is
+ * compared the same way: Citus runs the counts and sums on each shard, in
+ * parallel on the workers, and adds the shards' partial results on the
+ * coordinator, so only the checksums of the ranges and the rows of the
+ * cells that differ travel to it instead of every row.  Those queries are
+ * read-only: they write nothing on any node.
  */
 #include "postgres.h"
 
@@ -53,6 +60,7 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
+#include "citus.h"
 #include "diff.h"
 
 /* Below this many intervals, a level's query also names them as key ranges. */
@@ -64,6 +72,7 @@ typedef struct RSide
 	const char *rel;			/* quoted, qualified */
 	const char *name;			/* for messages */
 	bool		foreign;
+	bool		citus;			/* its rows live in shards on the workers */
 	const char *k1;				/* first key column's expression */
 	char	   *hash;			/* the row hash's expression */
 	bool		find_special;	/* duplicates or NULL keys are possible */
@@ -1034,7 +1043,7 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 	const char *why = NULL;
 	Oid			rels[2] = {spec->source, spec->target};
 	bool		unique[2];
-	bool		any_foreign = false;
+	bool		any_spread = false;
 
 	memset(rd, 0, sizeof(RemoteDiff));
 	rd->spec = spec;
@@ -1046,10 +1055,16 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 		s->rel = i == 0 ? spec->squal : spec->tqual;
 		s->name = i == 0 ? spec->sname : spec->tname;
 		s->foreign = get_rel_relkind(rels[i]) == RELKIND_FOREIGN_TABLE;
+		if (!s->foreign)
+		{
+			CitusKind	kind = citus_table_kind(rels[i], NULL, NULL);
+
+			s->citus = kind == CITUS_DISTRIBUTED || kind == CITUS_SINGLE_SHARD;
+		}
 		s->k1 = i == 0 ? spec->keys[0].sexpr : spec->keys[0].texpr;
-		any_foreign |= s->foreign;
+		any_spread |= s->foreign || s->citus;
 	}
-	if (spec->remote_mode == DIFF_REMOTE_PULL || !any_foreign)
+	if (spec->remote_mode == DIFF_REMOTE_PULL || !any_spread)
 		return false;
 
 	for (int i = 0; i < 2; i++)
@@ -1075,7 +1090,12 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 											  spec->keys[0].name));
 	get_typlenbyvalalign(rd->k1type, &rd->k1len, &rd->k1byval, &rd->k1align);
 
-	/* Every query on a foreign side must be computed there. */
+	/*
+	 * Every query on a foreign side must be computed there.  Citus computes
+	 * counts, sums and array_agg on the shards by itself (its partial
+	 * aggregates); had it not, it would gather the rows and aggregate them
+	 * on the coordinator, slower but with the same result.
+	 */
 	for (int i = 0; i < 2; i++)
 	{
 		RSide	   *s = &rd->side[i];
@@ -1142,8 +1162,13 @@ diff_compare(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 		rd.cutoff = datumCopy(rd.cutoff, byval, len);
 	}
 
-	/* The grid from a local side where there is one: its reads are free. */
-	build_grid(&rd, rd.side[0].foreign && !rd.side[1].foreign ? &rd.side[1] : &rd.side[0]);
+	/*
+	 * The grid from a local side where there is one: its reads are free.
+	 * Citus computes percentile_disc on the coordinator, over the first
+	 * key column gathered from the shards.
+	 */
+	build_grid(&rd, (rd.side[0].foreign || rd.side[0].citus) &&
+			   !(rd.side[1].foreign || rd.side[1].citus) ? &rd.side[1] : &rd.side[0]);
 
 	marks = palloc0(sizeof(bool) * rd.ncells);
 	for (int i = 0; i < 2; i++)

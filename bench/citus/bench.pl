@@ -94,6 +94,28 @@ $coord->safe_psql(
 	  . $load);
 ($secs, $out) = run_batch($coord);
 push @result, [ 'coordinator + 2 workers, distributed (32 shards)', $secs, $out ];
+
+# The diff of a co-located pair: the loaded target against a copy with a
+# few rows changed, read row by row ("remote": "pull", as before 1.1's
+# Citus checksums) and by checksums of key ranges computed on the shards.
+$coord->safe_psql(
+	'postgres', q{
+CREATE TABLE src (LIKE cust);
+SELECT create_distributed_table('src', 'id', colocate_with => 'cust');
+INSERT INTO src SELECT * FROM cust;
+UPDATE src SET name = 'changed ' || id::text WHERE id % 100000 = 7;
+VACUUM ANALYZE src;
+VACUUM ANALYZE cust;
+});
+my @diffs;
+for my $mode ('pull', 'checksum')
+{
+	my $t0 = time;
+	my $summary = $coord->safe_psql('postgres',
+		qq{SELECT rows_source, rows_target, matched, mismatched FROM reconcile_diff_summary('src', 'cust', '{id}', '{"remote": "$mode"}')}
+	);
+	push @diffs, [ $mode, time - $t0, $summary ];
+}
 $_->stop for @nodes;
 
 # PostgreSQL::Test::Utils sends STDOUT to its log; the report goes
@@ -101,5 +123,8 @@ $_->stop for @nodes;
 my $report = Test::More->builder->output;
 print $report "\n| setup | rows staged | seconds | receipt (status, inserted, updated) |\n|---|---:|---:|---|\n";
 print $report sprintf("| %s | %d | %.1f | %s |\n", $_->[0], $rows, $_->[1], $_->[2] =~ s/\|/, /gr) for @result;
+print $report "\n| diff of a co-located pair (coordinator + 2 workers) | seconds | source rows, target rows, matched, mismatched |\n|---|---:|---|\n";
+print $report sprintf("| %s | %.1f | %s |\n", $_->[0], $_->[1], $_->[2] =~ s/\|/, /gr) for @diffs;
+is($diffs[1][2], $diffs[0][2], 'the checksum diff finds what the full read finds');
 ok(1, 'benchmark ran');
 done_testing();

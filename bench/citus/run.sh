@@ -6,7 +6,9 @@
 # One reconcile_batch of N staged rows (default 1,000,000: half of them
 # update rows of a target of N rows, half are new keys) into a plain table
 # on one PostgreSQL node, and into a hash-distributed table on a Citus
-# coordinator with two workers (staged relation co-located), side by side.
+# coordinator with two workers (staged relation co-located), side by side;
+# then, on Citus, a diff of the target against a co-located copy with a few
+# rows changed, reading every row and by checksums.
 # Starts its own nodes with PostgreSQL::Test::Cluster (ports chosen free)
 # and removes them at the end.  One run: every figure is from a single
 # execution.  Needs Citus (tools/setup.sh builds it) and root.
@@ -20,7 +22,7 @@ ROWS=1000000
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rows) ROWS=$2; shift 2 ;;
-	-h | --help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument: $1" ;;
 	esac
 done

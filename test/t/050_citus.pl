@@ -6,7 +6,9 @@
 # a composite key distributed by one of its columns, a table distributed
 # after it was loaded and a batch under REPEATABLE READ load as on one
 # server; the kinds reconcile does not load are refused before anything
-# is written; the diff of a co-located pair equals the plain diff; and a
+# is written; the diff of a co-located pair equals the plain diff, read
+# row by row and by checksums computed on the shards; a distributed
+# target's UPDATEs are routed shard by shard and prepared; and a
 # worker killed with kill -9 during a batch leaves nothing of it on any
 # node, after which the retry commits once.
 #
@@ -280,6 +282,42 @@ like($orders{plain}, qr/^committed\|1\|1\|1\|1$/m, 'composite key, plain: the se
 is($orders{distributed}, $orders{plain},
 	'composite key, distributed by one key column: the same receipts and rows as plain');
 
+# An array payload column: array_agg would stack its values into one
+# dimension more, so its UPDATE stays one statement; same rows as plain.
+my $tagged = q{
+CREATE TABLE tagged (id int PRIMARY KEY, tags text[], v bigint NOT NULL,
+                     d boolean NOT NULL DEFAULT false, h bytea);
+CREATE TABLE tagged_stage (object_key text, source_row bigint, operation text, id int,
+                           v text, tags text[]);
+%s
+SELECT reconcile_register('tagged', '{id}', 'v', 'd', 'h');
+INSERT INTO tagged_stage VALUES ('t1', 1, 'UPSERT', 1, '1', '{a,b}'),
+    ('t1', 2, 'UPSERT', 2, '1', '{c}'), ('t1', 3, 'UPSERT', 3, '1', NULL);
+SELECT status, inserted FROM reconcile_batch('tagged', 'tagged_stage',
+    '[{"object_key":"t1","version_id":"1","content_hash":"h","rows":3}]');
+TRUNCATE tagged_stage;
+INSERT INTO tagged_stage VALUES ('t2', 1, 'UPSERT', 1, '2', '{x,"y z"}'),
+    ('t2', 2, 'UPSERT', 3, '2', '{}'), ('t2', 3, 'DELETE', 2, '2', NULL);
+SELECT status, updated, deleted FROM reconcile_batch('tagged', 'tagged_stage',
+    '[{"object_key":"t2","version_id":"1","content_hash":"h","rows":3}]');
+SELECT id, tags, v, d, encode(h, 'hex') FROM tagged ORDER BY 1;
+};
+my %tagged;
+for my $kind ('plain', 'distributed')
+{
+	my $dist =
+	  $kind eq 'distributed'
+	  ? q{SELECT create_distributed_table('tagged', 'id');
+          SELECT create_distributed_table('tagged_stage', 'id', colocate_with => 'tagged');}
+	  : '';
+	$tagged{$kind} = $coord->safe_psql('postgres',
+		"SET search_path = $kind, public;\n" . sprintf($tagged, $dist));
+	$tagged{$kind} =~ s/^\n//mg;
+}
+like($tagged{plain}, qr/^committed\|2\|1$/m, 'array column, plain: the second batch');
+like($tagged{plain}, qr/^1\|\{x,"y z"\}\|2\|f\|/m, 'array column, plain: the array is written whole');
+is($tagged{distributed}, $tagged{plain}, 'array column, distributed: the same receipts and rows as plain');
+
 # The issue's case: a loaded table distributed afterwards keeps its old
 # rows on disk in the coordinator's shell; the batch reads the shards.
 is( $coord->safe_psql(
@@ -376,6 +414,74 @@ for my $kind ('plain', 'distributed')
 like($diff{plain}, qr/C99/, 'plain diff: finds the extra source row');
 is($diff{distributed}, $diff{plain}, 'distributed diff: the same findings as the plain diff');
 
+# A distributed side is compared by checksums of key ranges, which Citus
+# computes on the shards: every issue kind, over enough rows and a small
+# leaf size for several levels, gives the findings of the plain diff and of
+# the distributed diff that reads every row.
+my $cs_setup = q{
+CREATE SCHEMA %1$s;
+SET search_path = %1$s;
+CREATE TABLE a (id int, grp text, val numeric, ts timestamptz);
+CREATE TABLE b (id int PRIMARY KEY, grp text, val numeric, ts timestamptz);
+INSERT INTO a SELECT g, 'g' || (g %% 7), g * 1.5, timestamptz '2026-01-01 00:00+00' + g * interval '1 hour'
+  FROM generate_series(1, 400) g;
+INSERT INTO b SELECT * FROM a;
+UPDATE a SET val = 1.50 WHERE id = 1;
+UPDATE a SET grp = 'changed' WHERE id = 40;
+UPDATE a SET val = NULL WHERE id = 41;
+UPDATE b SET ts = ts + interval '1 second' WHERE id = 333;
+DELETE FROM a WHERE id IN (100, 101);
+INSERT INTO a VALUES (1000, 'new', 1, timestamptz '2026-02-01 00:00+00'),
+  (150, 'g3', 225.0, timestamptz '2026-01-07 06:00+00');
+%2$s
+};
+my $cs_query = q{SELECT issue, key, columns, source_values, target_values
+  FROM reconcile_diff('a', 'b', '{id}', '{"leaf_rows": 10, "split_factor": 4%s}')
+  ORDER BY key::text, issue, source_values::text;
+SELECT * FROM reconcile_diff_summary('a', 'b', '{id}', '{"leaf_rows": 10, "split_factor": 4%s}');};
+$coord->safe_psql('postgres', sprintf($cs_setup, 'cs_plain', ''));
+$coord->safe_psql(
+	'postgres',
+	sprintf($cs_setup, 'cs_dist',
+		q{SELECT create_distributed_table('a', 'id'); SELECT create_distributed_table('b', 'id', colocate_with => 'a');}
+	));
+my $cs_plain = $coord->safe_psql('postgres', "SET search_path = cs_plain, public;\n" . sprintf($cs_query, '', ''));
+like($cs_plain, qr/^DUPLICATE_KEY_IN_SOURCE\|\{"id": 150\}/m, 'checksum diff: the plain diff finds the duplicate key');
+like($cs_plain, qr/^MISMATCH\|\{"id": 333\}/m, 'checksum diff: the plain diff finds the mismatch on the target side');
+my ($ret, $cs_dist, $cs_log) = $coord->psql('postgres',
+	"SET search_path = cs_dist, public;\nSET client_min_messages = debug2;\n"
+	  . sprintf($cs_query, ', "remote": "checksum"', ', "remote": "checksum"'));
+is($ret, 0, 'checksum diff: the distributed pair is compared by checksums');
+is($cs_dist, $cs_plain, 'checksum diff: the same findings and summary as the plain diff');
+like($cs_log, qr/reconcile diff checksum query/, 'checksum diff: the checksum queries ran');
+unlike($cs_log, qr/reads every row/, 'checksum diff: no side was read row by row');
+is( $coord->safe_psql(
+		'postgres',
+		"SET search_path = cs_dist, public;\n" . sprintf($cs_query, ', "remote": "pull"', ', "remote": "pull"')),
+	$cs_plain,
+	'checksum diff: reading every row of the distributed pair finds the same');
+# Single-shard tables, compared by checksums too.
+$coord->safe_psql(
+	'postgres',
+	sprintf($cs_setup, 'cs_single',
+		q{SELECT create_distributed_table('a', NULL); SELECT create_distributed_table('b', NULL, colocate_with => 'a');}
+	));
+($ret, my $cs_single, $cs_log) = $coord->psql('postgres',
+	"SET search_path = cs_single, public;\nSET client_min_messages = debug2;\n"
+	  . sprintf($cs_query, ', "remote": "checksum"', ', "remote": "checksum"'));
+is($cs_single, $cs_plain, 'checksum diff: single-shard tables give the plain findings');
+like($cs_log, qr/reconcile diff checksum query/, 'checksum diff: single-shard tables are compared by checksums');
+# One side local: the grid comes from it, the other side's sums from the shards.
+is( $coord->safe_psql(
+		'postgres',
+		q{SELECT issue, key FROM reconcile_diff('cs_plain.a', 'cs_dist.b', '{id}', '{"leaf_rows": 10}')
+		  ORDER BY key::text, issue, source_values::text}),
+	$coord->safe_psql(
+		'postgres',
+		q{SELECT issue, key FROM reconcile_diff('cs_plain.a', 'cs_plain.b', '{id}', '{"leaf_rows": 10}')
+		  ORDER BY key::text, issue, source_values::text}),
+	'checksum diff: a local source against a distributed target');
+
 # Under REPEATABLE READ too (the general path, as on one server).
 is( $coord->safe_psql(
 		'postgres', q{
@@ -389,6 +495,29 @@ SELECT string_agg(id || '=' || name || '/' || version, ' ' ORDER BY id) FROM dis
 }),
 	"committed|1|1\nC2=Bo RR/7 R1=New RR/1",
 	'distributed: a batch under REPEATABLE READ');
+
+# The winners of a distributed target are written by one UPDATE per shard
+# that holds some, each routed to that shard alone (not one statement whose
+# every shard task reads all of them), and the workers' writes are prepared.
+my ($rt_ret, $rt_out, $rt_log) = $coord->psql(
+	'postgres', q{
+TRUNCATE distributed.stage;
+INSERT INTO distributed.stage SELECT 'rt', g, 'UPSERT', 'C' || g, '9', 'Routed', 50 FROM generate_series(1, 8) g;
+SET citus.log_remote_commands = on;
+SELECT status, inserted + updated FROM reconcile_batch('distributed.cust', 'distributed.stage',
+    '[{"object_key":"rt","version_id":"1","content_hash":"h","rows":8}]');
+});
+is($rt_out, 'committed|8', 'distributed: a batch of updates commits');
+my @updates = grep { /issuing UPDATE distributed\.cust/ } split /\n/, $rt_log;
+my %shards = map { /(cust_\d+)/ ? ($1 => 1) : () } @updates;
+ok(@updates > 1, 'distributed: the updates go to more than one shard');
+ok(@updates <= 8, 'distributed: only the shards that hold winners are written');
+is(scalar(keys %shards), scalar(@updates), 'distributed: one UPDATE per shard');
+ok(!grep({ /read_intermediate_result/ || /cust_\d+.*cust_\d+/ } @updates),
+	'distributed: each UPDATE reads its own winners and names one shard');
+like($rt_log, qr/issuing PREPARE TRANSACTION/, 'distributed: the shards\' writes are prepared');
+is($coord->safe_psql('postgres', "SELECT count(*) FROM distributed.cust WHERE name = 'Routed' AND version = 9"),
+	'8', 'distributed: every routed row is written');
 
 # ---- a worker killed with kill -9 during a batch ----
 
