@@ -52,12 +52,17 @@ citus_check_batch(TargetInfo *t, Oid staged, const char *batch_id)
 		{
 			TargetColumn *c = i < t->nkeys ? &t->keys[i] : &t->payload[i - t->nkeys];
 
-			if (!OidIsValid(get_array_type(c->typid)))
+			/*
+			 * An array, or a domain over one, has no array type of its own
+			 * or would be stacked by array_agg into one array of more
+			 * dimensions: either way not one element per row.
+			 */
+			if (!OidIsValid(get_array_type(c->typid)) || type_is_array(getBaseType(c->typid)))
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("column \"%s\" of reference table \"%s\" is of type %s, which reconcile cannot load into a reference table",
 								c->name, t->relname, format_type_be(c->typid)),
-						 errdetail("Batch %s would update the reference table from one array per column, and type %s has no array type.",
+						 errdetail("Batch %s would update the reference table from one array per column, and a value of type %s cannot be one element of an array.",
 								   batch_id, format_type_be(c->typid)),
 						 errhint("Leave the column out of payload_columns, or load a hash-distributed table.")));
 		}

@@ -388,6 +388,26 @@ refused(
 	qr/table "appended" is an append-distributed table, which reconcile cannot load/,
 	'registering an append-distributed table');
 
+# A reference table is updated from one array per column: a column that is
+# an array, or a domain over one, cannot be an element of one.
+$coord->safe_psql('postgres', 'CREATE DOMAIN distributed.tags AS text[]');
+for my $type ('text[]', 'distributed.tags')
+{
+	(my $name = "ref_$type") =~ s/\W+/_/g;
+	refused(
+		qq{CREATE TABLE distributed.$name (id text PRIMARY KEY, tags $type, version bigint NOT NULL,
+                                          d boolean NOT NULL DEFAULT false, h bytea);
+          SELECT create_reference_table('distributed.$name');
+          SELECT reconcile_register('distributed.$name', '{id}', 'version', 'd', 'h');
+          CREATE TABLE distributed.${name}_stage (object_key text, source_row bigint, operation text,
+                                                  id text, version text, tags $type);
+          INSERT INTO distributed.${name}_stage VALUES ('t1', 1, 'UPSERT', 'A', '1', '{x,y}');
+          SELECT * FROM reconcile_batch('distributed.$name', 'distributed.${name}_stage',
+              '[{"object_key":"t1","version_id":"1","content_hash":"h","rows":1}]');},
+		qr/column "tags" of reference table "$name" is of type .*, which reconcile cannot load into a reference table/,
+		"a reference table with a column of type $type");
+}
+
 # ---- the diff of a co-located pair equals the plain diff ----
 
 my $diff_setup = q{
