@@ -40,6 +40,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/plannodes.h"
+#include "parser/parse_coerce.h"
 #include "portability/instr_time.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -160,12 +161,37 @@ column_value(DiffColumn *c, const char *expr, const char **why)
 }
 
 /*
- * The row hash of a side: hash_array_extended over the key and compared
- * columns, one array per type (and collation) in column order, each
- * seeded by its place, the arrays' hashes XORed.  hash_array_extended
- * hashes NULL elements too, and each value by its type's hash operator
- * class, which agrees with the type's equality.  One array per type
- * rather than per column: fewer calls for the same information.
+ * The extended hash function of a column's value when it can be called on
+ * the value directly (its argument is the value's type, or one it is
+ * binary coercible to), else InvalidOid.
+ */
+static Oid
+direct_hash(DiffColumn *c)
+{
+	Oid			type = c->tolerance == DIFF_TOL_NUMERIC ? NUMERICOID : c->typid;
+	TypeCacheEntry *tce = lookup_type_cache(getBaseType(type), TYPECACHE_HASH_EXTENDED_PROC);
+	Oid		   *argtypes;
+	int			nargs;
+
+	if (!OidIsValid(tce->hash_extended_proc))
+		return InvalidOid;
+	(void) get_func_signature(tce->hash_extended_proc, &argtypes, &nargs);
+	if (nargs != 2 || IsPolymorphicType(argtypes[0]) || argtypes[0] == INTERNALOID ||
+		!IsBinaryCoercible(type, argtypes[0]))
+		return InvalidOid;
+	return tce->hash_extended_proc;
+}
+
+/*
+ * The row hash of a side, over the key and compared columns:
+ * hash_array_extended of an array of each column's hash (its type's
+ * extended hash function, seeded by the column's place; NULL for NULL),
+ * XORed with, for the types whose function takes another type (boolean,
+ * date, timestamptz), hash_array_extended of an array of the columns of
+ * that type (and collation), seeded by its place.  Both hash each value
+ * with its type's hash operator class, which agrees with the type's
+ * equality; hash_array_extended hashes NULL elements too.  One array of
+ * hashes rather than one per type: fewer arrays to build for each row.
  */
 static char *
 row_hash_expr(DiffSpec *spec, bool is_source, const char **why)
@@ -176,6 +202,25 @@ row_hash_expr(DiffSpec *spec, bool is_source, const char **why)
 	int			group = 0;
 
 	initStringInfo(&buf);
+	for (int i = 0; i < n; i++)
+	{
+		DiffColumn *c = i < spec->nkeys ? &spec->keys[i] : &spec->cols[i - spec->nkeys];
+		char	   *v = column_value(c, is_source ? c->sexpr : c->texpr, why);
+		Oid			f;
+
+		if (v == NULL)
+			return NULL;
+		f = direct_hash(c);
+		if (!OidIsValid(f))
+			continue;
+		appendStringInfo(&buf, "%spg_catalog.%s(%s, %d::pg_catalog.int8)",
+						 group ? ", " : "pg_catalog.hash_array_extended(ARRAY[",
+						 quote_identifier(get_func_name(f)), v, i + 1);
+		group++;
+		done[i] = true;
+	}
+	if (group)
+		appendStringInfoString(&buf, "], 0::pg_catalog.int8)");
 	for (int i = 0; i < n; i++)
 	{
 		DiffColumn *c = i < spec->nkeys ? &spec->keys[i] : &spec->cols[i - spec->nkeys];
@@ -1301,6 +1346,18 @@ fetch_keys(RemoteDiff *rd, Datum keys, Tuplestorestate *ts, TupleDesc desc,
 	add_counts(spec, counts, &fc);
 }
 
+/* Log the time since *clock at DEBUG2, and restart it. */
+static void
+elapsed(instr_time *clock, const char *what)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, *clock);
+	elog(DEBUG2, "reconcile diff: %s took %.1f ms", what, INSTR_TIME_GET_MILLISEC(now));
+	INSTR_TIME_SET_CURRENT(*clock);
+}
+
 static void
 checksum_error_context(void *arg)
 {
@@ -1418,6 +1475,7 @@ diff_compare(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 	int			nfetch;
 	int			ndiffer;
 	int			nprobe;
+	instr_time	clock;
 	MemoryContext cxt = CurrentMemoryContext;
 
 	if (!remote_setup(&rd, spec))
@@ -1426,6 +1484,7 @@ diff_compare(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 		return;
 	}
 
+	INSTR_TIME_SET_CURRENT(clock);
 	errcb.callback = checksum_error_context;
 	errcb.arg = &rd;
 	errcb.previous = error_context_stack;
@@ -1462,6 +1521,7 @@ diff_compare(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 	 * straight to every row's hash (or row), since nearly every cell
 	 * would be read anyway.
 	 */
+	elapsed(&clock, "the grid");
 	fetch = palloc(sizeof(CellRange) * rd.ncells);
 	ndiffer = probe(&rd, &nprobe);
 	if (ndiffer * 2 >= nprobe && rd.ncells >= 2 * PROBE_CELLS)
@@ -1479,17 +1539,20 @@ diff_compare(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 			 spec->sname, spec->tname, ndiffer, nprobe, ndiffer >= 2 ? "every cell" : "ranges");
 		nfetch = compare_levels(&rd, counts, fetch, ndiffer >= 2);
 	}
+	elapsed(&clock, "the checksums");
 	qsort(fetch, nfetch, sizeof(CellRange), cell_range_cmp);
 	if (spec->nkeys == 1)
 	{
 		/* Row hashes first, then the rows of the keys that differ. */
 		Datum		keys = nfetch > 0 ? differing_keys(&rd, fetch, nfetch, counts) : (Datum) 0;
 
+		elapsed(&clock, "the row hashes of the differing cells");
 		if (keys || rd.nulls)
 			fetch_keys(&rd, keys, ts, desc, counts);
 	}
 	else if (nfetch > 0 || rd.nulls)
 		fetch_cells(&rd, fetch, nfetch, ts, desc, counts);
+	elapsed(&clock, "the rows that differ");
 
 	error_context_stack = errcb.previous;
 }
