@@ -192,6 +192,43 @@ SELECT * FROM reconcile_diff('ks', 'fkt', '{id}');
 -- "pull" reads every row, as before.
 SELECT * FROM xdiff_check('xs', 'xt', 'fxs', 'xt', '{id}', '{"remote": "pull"}');
 
+-- A sample of cells chooses the way: level by level from wide ranges (few
+-- differences), all the cells at once (some), every row's hash straight
+-- away (most).  The findings are the same each way, and with postgres_fdw's
+-- async_capable, where the remote and local parts of a query run at once.
+CREATE TABLE ws (id integer PRIMARY KEY, v integer, t text);
+INSERT INTO ws SELECT g, g, 't' || g FROM generate_series(1, 3000) g;
+CREATE TABLE wt1 AS SELECT * FROM ws;
+UPDATE wt1 SET v = -v WHERE id IN (100, 2900);
+DELETE FROM wt1 WHERE id = 1500;
+CREATE TABLE wt2 AS SELECT * FROM ws;
+UPDATE wt2 SET t = t || 'x' WHERE id % 50 = 3;
+CREATE TABLE wt3 AS SELECT * FROM ws;
+UPDATE wt3 SET v = v + 1 WHERE id % 3 <> 0;
+DELETE FROM wt3 WHERE id % 7 = 0;
+INSERT INTO wt3 VALUES (5000, 1, 'new'), (NULL, 2, 'null key'), (10, 3, 'duplicate');
+CREATE FOREIGN TABLE fws (id integer, v integer, t text)
+    SERVER xdiff_loopback OPTIONS (table_name 'ws');
+CREATE FOREIGN TABLE fwt3 (id integer, v integer, t text)
+    SERVER xdiff_loopback OPTIONS (table_name 'wt3');
+SELECT count(*) FROM fws JOIN fwt3 USING (id);
+SET client_min_messages = debug1;
+SELECT * FROM xdiff_check('ws', 'wt1', 'fws', 'wt1', '{id}', '{"leaf_rows": 8}');
+SELECT * FROM xdiff_check('ws', 'wt2', 'fws', 'wt2', '{id}', '{"leaf_rows": 8}');
+SELECT * FROM xdiff_check('ws', 'wt3', 'fws', 'wt3', '{id}', '{"leaf_rows": 8}');
+SELECT * FROM xdiff_check('ws', 'wt3', 'ws', 'fwt3', '{id}', '{"leaf_rows": 8}');
+SELECT * FROM xdiff_check('ws', 'wt3', 'fws', 'fwt3', '{id,v}', '{"leaf_rows": 8}');
+ALTER SERVER xdiff_loopback OPTIONS (ADD async_capable 'true');
+SELECT * FROM xdiff_check('ws', 'wt1', 'fws', 'wt1', '{id}', '{"leaf_rows": 8}');
+SELECT * FROM xdiff_check('ws', 'wt2', 'fws', 'wt2', '{id}', '{"leaf_rows": 8}');
+SELECT * FROM xdiff_check('ws', 'wt3', 'fws', 'wt3', '{id}', '{"leaf_rows": 8}');
+SELECT * FROM xdiff_check('ws', 'wt3', 'fws', 'fwt3', '{id}', '{"leaf_rows": 8}');
+SELECT o.opts, c.*
+FROM (VALUES ('{}'::jsonb), ('{"leaf_rows": 1}'), ('{"leaf_rows": 4, "split_factor": 2}')) o(opts),
+     LATERAL xdiff_check('xs', 'xt', 'fxs', 'xt', '{id}', o.opts) c;
+RESET client_min_messages;
+ALTER SERVER xdiff_loopback OPTIONS (DROP async_capable);
+
 -- Bad options.
 SELECT * FROM reconcile_diff('fxs', 'xt', '{id}', '{"remote": "fast"}');
 SELECT * FROM reconcile_diff('fxs', 'xt', '{id}', '{"remote": true}');
@@ -213,8 +250,8 @@ SELECT * FROM reconcile_diff('fxs', 'xt', '{id}');
 
 RESET TimeZone;
 DROP FUNCTION xdiff_check;
-DROP FOREIGN TABLE fxs, fxt, fys, fyt, fzs, fjs, fks, fkt;
-DROP TABLE xs, xt, xtu, xtu2, ys, yt, zs, js, js2, ks, kt;
+DROP FOREIGN TABLE fxs, fxt, fys, fyt, fzs, fjs, fks, fkt, fws, fwt3;
+DROP TABLE xs, xt, xtu, xtu2, ys, yt, zs, js, js2, ks, kt, ws, wt1, wt2, wt3;
 DROP USER MAPPING FOR CURRENT_USER SERVER xdiff_loopback;
 DROP SERVER xdiff_loopback;
 DROP EXTENSION postgres_fdw;

@@ -47,10 +47,12 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/plannodes.h"
+#include "parser/parse_coerce.h"
 #include "portability/instr_time.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
@@ -168,12 +170,37 @@ column_value(DiffColumn *c, const char *expr, const char **why)
 }
 
 /*
- * The row hash of a side: hash_array_extended over the key and compared
- * columns, one array per type (and collation) in column order, each
- * seeded by its place, the arrays' hashes XORed.  hash_array_extended
- * hashes NULL elements too, and each value by its type's hash operator
- * class, which agrees with the type's equality.  One array per type
- * rather than per column: fewer calls for the same information.
+ * The extended hash function of a column's value when it can be called on
+ * the value directly (its argument is the value's type, or one it is
+ * binary coercible to), else InvalidOid.
+ */
+static Oid
+direct_hash(DiffColumn *c)
+{
+	Oid			type = c->tolerance == DIFF_TOL_NUMERIC ? NUMERICOID : c->typid;
+	TypeCacheEntry *tce = lookup_type_cache(getBaseType(type), TYPECACHE_HASH_EXTENDED_PROC);
+	Oid		   *argtypes;
+	int			nargs;
+
+	if (!OidIsValid(tce->hash_extended_proc))
+		return InvalidOid;
+	(void) get_func_signature(tce->hash_extended_proc, &argtypes, &nargs);
+	if (nargs != 2 || IsPolymorphicType(argtypes[0]) || argtypes[0] == INTERNALOID ||
+		!IsBinaryCoercible(type, argtypes[0]))
+		return InvalidOid;
+	return tce->hash_extended_proc;
+}
+
+/*
+ * The row hash of a side, over the key and compared columns:
+ * hash_array_extended of an array of each column's hash (its type's
+ * extended hash function, seeded by the column's place; NULL for NULL),
+ * XORed with, for the types whose function takes another type (boolean,
+ * date, timestamptz), hash_array_extended of an array of the columns of
+ * that type (and collation), seeded by its place.  Both hash each value
+ * with its type's hash operator class, which agrees with the type's
+ * equality; hash_array_extended hashes NULL elements too.  One array of
+ * hashes rather than one per type: fewer arrays to build for each row.
  */
 static char *
 row_hash_expr(DiffSpec *spec, bool is_source, const char **why)
@@ -184,6 +211,25 @@ row_hash_expr(DiffSpec *spec, bool is_source, const char **why)
 	int			group = 0;
 
 	initStringInfo(&buf);
+	for (int i = 0; i < n; i++)
+	{
+		DiffColumn *c = i < spec->nkeys ? &spec->keys[i] : &spec->cols[i - spec->nkeys];
+		char	   *v = column_value(c, is_source ? c->sexpr : c->texpr, why);
+		Oid			f;
+
+		if (v == NULL)
+			return NULL;
+		f = direct_hash(c);
+		if (!OidIsValid(f))
+			continue;
+		appendStringInfo(&buf, "%spg_catalog.%s(%s, %d::pg_catalog.int8)",
+						 group ? ", " : "pg_catalog.hash_array_extended(ARRAY[",
+						 quote_identifier(get_func_name(f)), v, i + 1);
+		group++;
+		done[i] = true;
+	}
+	if (group)
+		appendStringInfoString(&buf, "], 0::pg_catalog.int8)");
 	for (int i = 0; i < n; i++)
 	{
 		DiffColumn *c = i < spec->nkeys ? &spec->keys[i] : &spec->cols[i - spec->nkeys];
@@ -316,22 +362,19 @@ range_bounds(RemoteDiff *rd, CellRange *r, int nr, Datum *bounds, int *ids)
 
 /*
  * The condition that keeps a side to the given cell ranges: their buckets
- * and, for a few ranges, the ranges themselves, which an index can serve.
+ * and, for up to max_pred ranges, the ranges themselves, which an index
+ * can serve.  Ranges that cover every cell are only "key IS NOT NULL".
  * Returns the number of the bounds' parameter.
  */
 static int
 append_ranges(StringInfo sql, RemoteDiff *rd, RSide *s, CellRange *r, int nr,
-			  Params *p, const char *conj, int *ids)
+			  Params *p, const char *conj, int *ids, int max_pred)
 {
 	Datum	   *bounds = palloc(sizeof(Datum) * (2 * nr + 1));
 	int			nb = range_bounds(rd, r, nr, bounds, ids);
 	int			pb = params_add(p, rd->k1array, make_k1_array(rd, bounds, nb));
-	int			pi = params_add(p, INT4ARRAYOID, make_int4_array(ids, nr));
 	CellRange  *merged;
 	int			nm = 0;
-
-	appendStringInfo(sql, "%spg_catalog.width_bucket(%s, $%d) OPERATOR(pg_catalog.=) ANY ($%d)",
-					 conj, s->k1, pb, pi);
 
 	/* Adjacent ranges as one: a level's children come in runs. */
 	merged = palloc(sizeof(CellRange) * Max(nr, 1));
@@ -342,7 +385,15 @@ append_ranges(StringInfo sql, RemoteDiff *rd, RSide *s, CellRange *r, int nr,
 		else
 			merged[nm++] = r[i];
 	}
-	if (nm <= RANGE_PREDICATE_MAX && !(nm == 1 && merged[0].lo == 0 && merged[0].hi == rd->ncells))
+	if (nm == 1 && merged[0].lo == 0 && merged[0].hi == rd->ncells)
+	{
+		/* Every cell: width_bucket gives each row one of the buckets. */
+		appendStringInfo(sql, "%s%s IS NOT NULL", conj, s->k1);
+		return pb;
+	}
+	appendStringInfo(sql, "%spg_catalog.width_bucket(%s, $%d) OPERATOR(pg_catalog.=) ANY ($%d)",
+					 conj, s->k1, pb, params_add(p, INT4ARRAYOID, make_int4_array(ids, nr)));
+	if (nm <= max_pred)
 	{
 		appendStringInfoString(sql, " AND (");
 		for (int i = 0; i < nm; i++)
@@ -368,10 +419,13 @@ append_ranges(StringInfo sql, RemoteDiff *rd, RSide *s, CellRange *r, int nr,
 	return pb;
 }
 
-/* SELECT bucket, count, sum of row hashes for the given cell ranges. */
+/*
+ * SELECT tag, bucket, count, sum of row hashes for the given cell ranges.
+ * The tag (the side's number) lets one statement hold both sides' parts.
+ */
 static char *
 level_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p, int *ids,
-		  bool nulls)
+		  bool nulls, int max_pred)
 {
 	StringInfoData from;
 	StringInfoData sql;
@@ -386,16 +440,17 @@ level_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p, int *ids,
 		appendStringInfo(&from, "%s(%s IS NULL OR ", conj, s->k1);
 		conj = "";
 	}
-	pb = append_ranges(&from, rd, s, r, nr, p, conj, ids);
+	pb = append_ranges(&from, rd, s, r, nr, p, conj, ids, max_pred);
 	if (nulls)
 		appendStringInfoChar(&from, ')');
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT pg_catalog.width_bucket(%s, $%d), pg_catalog.count(*),"
-					 " pg_catalog.sum(%s)%s GROUP BY 1", s->k1, pb, s->hash, from.data);
+	appendStringInfo(&sql, "SELECT %d, pg_catalog.width_bucket(%s, $%d), pg_catalog.count(*),"
+					 " pg_catalog.sum(%s)%s GROUP BY 2", s->is_source ? 0 : 1, s->k1, pb,
+					 s->hash, from.data);
 	return sql.data;
 }
 
-/* SELECT bucket, the keys and the row hashes of the given cell ranges. */
+/* SELECT tag, bucket, the keys and the row hashes of the given cell ranges. */
 static char *
 rows_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p, int *ids)
 {
@@ -406,10 +461,26 @@ rows_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p, int *ids)
 
 	initStringInfo(&from);
 	conj = append_from(&from, rd, s, p);
-	pb = append_ranges(&from, rd, s, r, nr, p, conj, ids);
+	pb = append_ranges(&from, rd, s, r, nr, p, conj, ids, RANGE_PREDICATE_MAX);
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT pg_catalog.width_bucket(%s, $%d), pg_catalog.array_agg(%s),"
-					 " pg_catalog.array_agg(%s)%s GROUP BY 1", s->k1, pb, s->k1, s->hash, from.data);
+	appendStringInfo(&sql, "SELECT %d, pg_catalog.width_bucket(%s, $%d), pg_catalog.array_agg(%s),"
+					 " pg_catalog.array_agg(%s)%s GROUP BY 2", s->is_source ? 0 : 1, s->k1, pb,
+					 s->k1, s->hash, from.data);
+	return sql.data;
+}
+
+/* SELECT the keys and row hashes of the given cell ranges, one row each. */
+static char *
+local_rows_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p)
+{
+	StringInfoData sql;
+	const char *conj;
+	int		   *ids = palloc(sizeof(int) * Max(nr, 1));
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT %s, %s", s->k1, s->hash);
+	conj = append_from(&sql, rd, s, p);
+	(void) append_ranges(&sql, rd, s, r, nr, p, conj, ids, RANGE_PREDICATE_MAX);
 	return sql.data;
 }
 
@@ -475,9 +546,19 @@ run_query(const char *sql, Params *p)
 	instr_time	start,
 				duration;
 
+	int			nestlevel = NewGUCNestLevel();
+
+	/*
+	 * The planner takes width_bucket() to make as many groups as rows, and
+	 * would sort a local side's rows (to disk) to group them: hash them,
+	 * the groups are few.  The foreign side's query is planned there.
+	 */
+	(void) set_config_option("enable_sort", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	INSTR_TIME_SET_CURRENT(start);
 	if (SPI_execute_with_args(sql, p->n, p->types, p->values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "checksum query failed: %s", sql);
+	AtEOXact_GUC(true, nestlevel);
 	INSTR_TIME_SET_CURRENT(duration);
 	INSTR_TIME_SUBTRACT(duration, start);
 	elog(DEBUG2, "reconcile diff checksum query (%.1f ms, " UINT64_FORMAT " rows): %.200s",
@@ -685,57 +766,120 @@ find_special(RemoteDiff *rd, RSide *s, bool *marks)
 typedef struct RangeSum
 {
 	int64		count[2];
-	char	   *sum[2];
+	Datum		sum[2];			/* numeric; 0 for an empty range */
 } RangeSum;
 
-static void
-checksum_ranges(RemoteDiff *rd, int si, CellRange *r, int nr, RangeSum *out,
-				bool nulls)
+/* A side's part of a checksum statement: its cell ranges and buckets. */
+typedef struct Part
 {
-	RSide	   *s = &rd->side[si];
+	CellRange  *r;
+	int			nr;				/* -1: the side has no part */
+	int		   *byid;			/* bucket to range, -1 for none */
+	int			maxid;
+} Part;
+
+static void
+part_sql(RemoteDiff *rd, int si, Part *part, Params *p, bool nulls, int max_pred,
+		 bool rows, StringInfo sql)
+{
+	int		   *ids = palloc(sizeof(int) * Max(part->nr, 1));
+	char	   *one;
+
+	one = rows ? rows_sql(rd, &rd->side[si], part->r, part->nr, p, ids)
+		: level_sql(rd, &rd->side[si], part->r, part->nr, p, ids, nulls, max_pred);
+	part->maxid = 0;
+	for (int i = 0; i < part->nr; i++)
+		part->maxid = Max(part->maxid, ids[i]);
+	part->byid = palloc(sizeof(int) * (part->maxid + 1));
+	for (int i = 0; i <= part->maxid; i++)
+		part->byid[i] = -1;
+	for (int i = 0; i < part->nr; i++)
+		part->byid[ids[i]] = i;
+	appendStringInfo(sql, "%s(%s)", sql->len > 0 ? " UNION ALL " : "", one);
+}
+
+/*
+ * Run one statement holding the parts of both sides (a UNION ALL): where
+ * the foreign server or table has postgres_fdw's async_capable, its part
+ * is computed there while the local part runs here.
+ */
+static void
+run_parts(RemoteDiff *rd, Part *parts, bool nulls, int max_pred, bool rows,
+		  Params *p)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	for (int si = 0; si < 2; si++)
+		if (parts[si].nr >= 0)
+			part_sql(rd, si, &parts[si], p, nulls, max_pred, rows, &sql);
+	run_query(sql.data, p);
+}
+
+/* The range a result row of run_parts is about: sets *si, returns -1 for a NULL key. */
+static int
+part_row(Part *parts, HeapTuple t, TupleDesc desc, int *si, bool nulls)
+{
+	bool		isnull;
+	int			id;
+
+	*si = DatumGetInt32(SPI_getbinval(t, desc, 1, &isnull));
+	if (isnull || *si < 0 || *si > 1 || parts[*si].nr < 0)
+		elog(ERROR, "checksum query returned an unexpected side");
+	id = DatumGetInt32(SPI_getbinval(t, desc, 2, &isnull));
+	if (isnull && nulls)
+		return -1;
+	if (isnull || id < 0 || id > parts[*si].maxid || parts[*si].byid[id] < 0)
+		elog(ERROR, "checksum query returned an unexpected bucket %d", id);
+	return parts[*si].byid[id];
+}
+
+/*
+ * Counts and sums of the ranges of each side's part: out[si][range].
+ * Rows with a NULL first key set rd->nulls when nulls is set.
+ */
+static void
+checksum_parts(RemoteDiff *rd, Part *parts, RangeSum **out, bool nulls, int max_pred)
+{
 	Params		p;
-	int		   *ids = palloc(sizeof(int) * Max(nr, 1));
-	int		   *byid;
-	int			maxid = 0;
-	char	   *sql;
 	MemoryContext cxt = CurrentMemoryContext;
 
 	params_init(&p);
-	sql = level_sql(rd, s, r, nr, &p, ids, nulls);
-	for (int i = 0; i < nr; i++)
-		maxid = Max(maxid, ids[i]);
-	byid = palloc(sizeof(int) * (maxid + 1));
-	for (int i = 0; i <= maxid; i++)
-		byid[i] = -1;
-	for (int i = 0; i < nr; i++)
-		byid[ids[i]] = i;
-	run_query(sql, &p);
+	run_parts(rd, parts, nulls, max_pred, false, &p);
 	MemoryContextSwitchTo(cxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	t = SPI_tuptable->vals[i];
 		bool		isnull;
-		int			id = DatumGetInt32(SPI_getbinval(t, SPI_tuptable->tupdesc, 1, &isnull));
+		int			si;
+		int			k = part_row(parts, t, SPI_tuptable->tupdesc, &si, nulls);
+		Datum		sum;
 
-		if (isnull && nulls)
+		if (k < 0)
 		{
 			rd->nulls = true;
 			continue;
 		}
-		if (isnull || id < 0 || id > maxid || byid[id] < 0)
-			elog(ERROR, "checksum query returned an unexpected bucket %d", id);
-		out[byid[id]].count[si] = DatumGetInt64(SPI_getbinval(t, SPI_tuptable->tupdesc, 2, &isnull));
-		out[byid[id]].sum[si] = SPI_getvalue(t, SPI_tuptable->tupdesc, 3);
+		out[si][k].count[si] = DatumGetInt64(SPI_getbinval(t, SPI_tuptable->tupdesc, 3, &isnull));
+		sum = SPI_getbinval(t, SPI_tuptable->tupdesc, 4, &isnull);
+		out[si][k].sum[si] = isnull ? (Datum) 0 : datumCopy(sum, false, -1);
 	}
 	SPI_freetuptable(SPI_tuptable);
 }
 
 static bool
-sums_equal(const char *a, const char *b)
+sums_equal(Datum a, Datum b)
 {
-	if (a == NULL || b == NULL)
+	if (a == (Datum) 0 || b == (Datum) 0)
 		return a == b;
-	return strcmp(a, b) == 0;
+	return DatumGetBool(DirectFunctionCall2(numeric_eq, a, b));
+}
+
+static bool
+range_same(RemoteDiff *rd, RangeSum *s, CellRange *r)
+{
+	return s->count[0] == s->count[1] && sums_equal(s->sum[0], s->sum[1]) &&
+		rd->special[r->hi] == rd->special[r->lo];
 }
 
 /* Split a range of cells into at most factor ranges of about equal width. */
@@ -753,39 +897,139 @@ split_range(CellRange *r, int factor, CellRange *out)
 	return n;
 }
 
+/* Every cell as a range of its own. */
+static CellRange *
+all_cells(RemoteDiff *rd)
+{
+	CellRange  *r = palloc(sizeof(CellRange) * rd->ncells);
+
+	for (int i = 0; i < rd->ncells; i++)
+	{
+		r[i].lo = i;
+		r[i].hi = i + 1;
+	}
+	return r;
+}
+
+/*
+ * The local side's checksums of every cell, from one pass: prefix counts
+ * and numeric prefix sums, from which any range's are taken without
+ * reading its rows again.
+ */
+typedef struct LeafSums
+{
+	int64	   *count;			/* count[i]: rows in cells [0, i) */
+	Datum	   *sum;			/* numeric sum of their hashes */
+} LeafSums;
+
+static LeafSums *
+leaf_sums(RemoteDiff *rd, RangeSum *cells, int si)
+{
+	LeafSums   *ls = palloc(sizeof(LeafSums));
+	Datum		zero = DirectFunctionCall1(int4_numeric, Int32GetDatum(0));
+
+	ls->count = palloc(sizeof(int64) * (rd->ncells + 1));
+	ls->sum = palloc(sizeof(Datum) * (rd->ncells + 1));
+	ls->count[0] = 0;
+	ls->sum[0] = zero;
+	for (int i = 0; i < rd->ncells; i++)
+	{
+		ls->count[i + 1] = ls->count[i] + cells[i].count[si];
+		ls->sum[i + 1] = cells[i].sum[si] == (Datum) 0 ? ls->sum[i]
+			: DirectFunctionCall2(numeric_add, ls->sum[i], cells[i].sum[si]);
+	}
+	return ls;
+}
+
+static void
+range_from_leaves(LeafSums *ls, CellRange *r, RangeSum *out, int si)
+{
+	out->count[si] = ls->count[r->hi] - ls->count[r->lo];
+	out->sum[si] = out->count[si] == 0 ? (Datum) 0
+		: DirectFunctionCall2(numeric_sub, ls->sum[r->hi], ls->sum[r->lo]);
+}
+
 /*
  * Compare the ranges level by level; matched ranges go into the counts,
  * differing single cells into fetch.  Returns the number of cells to read.
+ *
+ * The first level also counts rows with a NULL first key.  A local side
+ * is read once, at the first level, for the checksums of every cell, and
+ * the deeper levels take its sums from those; a foreign side computes
+ * each level's ranges on its server (sending every cell's checksums at
+ * once would cost more bytes than the levels when few ranges differ).
+ * With leaves, the first level is already the cells.
  */
 static int
-compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch)
+compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch, bool leaves)
 {
 	int			factor = rd->spec->split_factor;
 	int			nfetch = 0;
 	int			nr;
-	CellRange  *cur = palloc(sizeof(CellRange) * factor);
+	CellRange  *cur;
 	CellRange	all = {0, rd->ncells};
+	CellRange  *every = NULL;
+	LeafSums   *local[2] = {NULL, NULL};
 	bool		top = true;		/* the first level also looks for NULL keys */
 
-	nr = split_range(&all, factor, cur);
+	if (leaves)
+	{
+		cur = all_cells(rd);
+		nr = rd->ncells;
+	}
+	else
+	{
+		cur = palloc(sizeof(CellRange) * factor);
+		nr = split_range(&all, factor, cur);
+	}
 	while (nr > 0)
 	{
 		RangeSum   *sums = palloc0(sizeof(RangeSum) * nr);
-		CellRange  *next = palloc(sizeof(CellRange) * (Size) nr * factor);
+		RangeSum   *cells = NULL;
+		RangeSum   *out[2];
+		Part		parts[2];
+		CellRange  *next = palloc(sizeof(CellRange) * (Size) nr * (leaves ? 1 : factor));
 		int			nnext = 0;
 
 		CHECK_FOR_INTERRUPTS();
-		checksum_ranges(rd, 0, cur, nr, sums, top);
-		checksum_ranges(rd, 1, cur, nr, sums, top);
+		for (int si = 0; si < 2; si++)
+		{
+			out[si] = sums;
+			parts[si].nr = -1;
+			if (local[si])
+				continue;		/* from the leaves */
+			if (top && !rd->side[si].foreign)
+			{
+				if (every == NULL)
+					every = leaves ? cur : all_cells(rd);
+				if (cells == NULL)
+					cells = palloc0(sizeof(RangeSum) * rd->ncells);
+				parts[si].r = every;
+				parts[si].nr = rd->ncells;
+				out[si] = cells;
+			}
+			else
+			{
+				parts[si].r = cur;
+				parts[si].nr = nr;
+			}
+		}
+		checksum_parts(rd, parts, out, top, RANGE_PREDICATE_MAX);
+		for (int si = 0; si < 2; si++)
+		{
+			if (top && !rd->side[si].foreign)
+				local[si] = leaf_sums(rd, cells, si);
+			if (local[si])
+				for (int i = 0; i < nr; i++)
+					range_from_leaves(local[si], &cur[i], &sums[i], si);
+		}
 		top = false;
 		for (int i = 0; i < nr; i++)
 		{
 			CellRange  *r = &cur[i];
-			bool		same = sums[i].count[0] == sums[i].count[1] &&
-				sums_equal(sums[i].sum[0], sums[i].sum[1]) &&
-				rd->special[r->hi] == rd->special[r->lo];
+			bool		same = range_same(rd, &sums[i], r);
 
-			elog(DEBUG2, "reconcile diff cells [%d, %d): " INT64_FORMAT " and " INT64_FORMAT " rows, %s",
+			elog(DEBUG3, "reconcile diff cells [%d, %d): " INT64_FORMAT " and " INT64_FORMAT " rows, %s",
 				 r->lo, r->hi, sums[i].count[0], sums[i].count[1], same ? "equal" : "different");
 			if (same)
 			{
@@ -799,11 +1043,46 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch)
 				nnext += split_range(r, factor, next + nnext);
 		}
 		pfree(sums);
-		pfree(cur);
 		cur = next;
 		nr = nnext;
 	}
 	return nfetch;
+}
+
+/* Cells looked at before choosing how to compare. */
+#define PROBE_CELLS 64
+
+/*
+ * How many of PROBE_CELLS cells spread evenly over the grid differ: a
+ * cheap estimate of the share of cells that differ, read through the
+ * cells' key ranges (an index serves them).
+ */
+static int
+probe(RemoteDiff *rd, int *nprobe)
+{
+	int			n = Min(PROBE_CELLS, rd->ncells);
+	CellRange  *r = palloc(sizeof(CellRange) * n);
+	RangeSum   *sums = palloc0(sizeof(RangeSum) * n);
+	RangeSum   *out[2] = {sums, sums};
+	Part		parts[2];
+	int			differ = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		r[i].lo = (int) ((int64) rd->ncells * i / n + (int64) rd->ncells / n / 2);
+		r[i].hi = r[i].lo + 1;
+	}
+	for (int si = 0; si < 2; si++)
+	{
+		parts[si].r = r;
+		parts[si].nr = n;
+	}
+	checksum_parts(rd, parts, out, false, PROBE_CELLS);
+	for (int i = 0; i < n; i++)
+		if (!range_same(rd, &sums[i], &r[i]))
+			differ++;
+	*nprobe = n;
+	return differ;
 }
 
 static void
@@ -883,55 +1162,112 @@ row_hash_cmp(const void *a, const void *b)
 							   ((const RowHash *) b)->key, false, sort_ssup);
 }
 
-/* Every key and row hash of a side in the given cells, sorted by key. */
-static RowHash *
-side_row_hashes(RemoteDiff *rd, int si, CellRange *cells, int ncells, int64 *n)
+/*
+ * Every key and row hash of both sides in the given cells, each side's
+ * sorted by key: a foreign side's as arrays, one row per range, a local
+ * side's row by row.
+ */
+static void
+row_hashes(RemoteDiff *rd, CellRange *cells, int ncells, RowHash **out, int64 *n)
 {
 	Params		p;
-	int		   *ids = palloc(sizeof(int) * Max(ncells, 1));
-	char	   *sql;
-	RowHash    *out;
-	int64		cap = 1024;
+	Part		parts[2];
+	int64		cap[2] = {1024, 1024};
 	MemoryContext cxt = CurrentMemoryContext;
 	SPITupleTable *tt;
 
 	params_init(&p);
-	sql = rows_sql(rd, &rd->side[si], cells, ncells, &p, ids);
-	run_query(sql, &p);
-	MemoryContextSwitchTo(cxt);
-	tt = SPI_tuptable;
-	out = palloc(sizeof(RowHash) * cap);
-	*n = 0;
-	for (uint64 i = 0; i < SPI_processed; i++)
+	for (int si = 0; si < 2; si++)
 	{
-		bool		isnull;
-		Datum	   *keys;
-		Datum	   *hashes;
-		int			nk,
-					nh;
-
-		CHECK_FOR_INTERRUPTS();
-		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &isnull)),
-						  rd->k1type, rd->k1len, rd->k1byval, rd->k1align, &keys, NULL, &nk);
-		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tt->vals[i], tt->tupdesc, 3, &isnull)),
-						  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &hashes, NULL, &nh);
-		if (nk != nh)
-			elog(ERROR, "row hash query returned %d keys and %d hashes", nk, nh);
-		if (*n + nk > cap)
-		{
-			cap = Max(cap * 2, *n + nk);
-			out = repalloc_huge(out, sizeof(RowHash) * cap);
-		}
-		for (int j = 0; j < nk; j++)
-		{
-			out[*n].key = datumCopy(keys[j], rd->k1byval, rd->k1len);
-			out[(*n)++].hash = DatumGetInt64(hashes[j]);
-		}
+		parts[si].r = cells;
+		parts[si].nr = rd->side[si].foreign ? ncells : -1;
+		out[si] = palloc(sizeof(RowHash) * cap[si]);
+		n[si] = 0;
 	}
-	SPI_freetuptable(tt);
+
+	/*
+	 * A local side's rows one by one, through a cursor: grouping them into
+	 * arrays as the foreign side does (to save round trips) would only cost
+	 * memory and time here.
+	 */
+	for (int si = 0; si < 2; si++)
+	{
+		Params		lp;
+		char	   *sql;
+		Portal		portal;
+
+		if (rd->side[si].foreign)
+			continue;
+		params_init(&lp);
+		sql = local_rows_sql(rd, &rd->side[si], cells, ncells, &lp);
+		portal = SPI_cursor_open_with_args(NULL, sql, lp.n, lp.types, lp.values, NULL, true,
+										   CURSOR_OPT_NO_SCROLL);
+		for (;;)
+		{
+			SPI_cursor_fetch(portal, true, 10000);
+			MemoryContextSwitchTo(cxt);
+			if (SPI_processed == 0)
+				break;
+			tt = SPI_tuptable;
+			if (n[si] + (int64) SPI_processed > cap[si])
+			{
+				cap[si] = Max(cap[si] * 2, n[si] + (int64) SPI_processed);
+				out[si] = repalloc_huge(out[si], sizeof(RowHash) * cap[si]);
+			}
+			for (uint64 i = 0; i < SPI_processed; i++)
+			{
+				bool		isnull;
+
+				CHECK_FOR_INTERRUPTS();
+				out[si][n[si]].key = datumCopy(SPI_getbinval(tt->vals[i], tt->tupdesc, 1, &isnull),
+											   rd->k1byval, rd->k1len);
+				out[si][n[si]++].hash = DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &isnull));
+			}
+			SPI_freetuptable(tt);
+		}
+		SPI_freetuptable(SPI_tuptable);
+		SPI_cursor_close(portal);
+	}
+	if (parts[0].nr >= 0 || parts[1].nr >= 0)
+	{
+		run_parts(rd, parts, false, RANGE_PREDICATE_MAX, true, &p);
+		MemoryContextSwitchTo(cxt);
+		tt = SPI_tuptable;
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+			Datum	   *keys;
+			Datum	   *hashes;
+			int			nk,
+						nh,
+						si;
+
+			CHECK_FOR_INTERRUPTS();
+			(void) part_row(parts, tt->vals[i], tt->tupdesc, &si, false);
+			deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tt->vals[i], tt->tupdesc, 3, &isnull)),
+							  rd->k1type, rd->k1len, rd->k1byval, rd->k1align, &keys, NULL, &nk);
+			deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tt->vals[i], tt->tupdesc, 4, &isnull)),
+							  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &hashes, NULL, &nh);
+			if (nk != nh)
+				elog(ERROR, "row hash query returned %d keys and %d hashes", nk, nh);
+			if (n[si] + nk > cap[si])
+			{
+				cap[si] = Max(cap[si] * 2, n[si] + nk);
+				out[si] = repalloc_huge(out[si], sizeof(RowHash) * cap[si]);
+			}
+			for (int j = 0; j < nk; j++)
+			{
+				out[si][n[si]].key = datumCopy(keys[j], rd->k1byval, rd->k1len);
+				out[si][n[si]++].hash = DatumGetInt64(hashes[j]);
+			}
+			pfree(keys);
+			pfree(hashes);
+		}
+		SPI_freetuptable(tt);
+	}
 	sort_ssup = &rd->spec->keys[0].ssup;
-	qsort(out, *n, sizeof(RowHash), row_hash_cmp);
-	return out;
+	for (int si = 0; si < 2; si++)
+		qsort(out[si], n[si], sizeof(RowHash), row_hash_cmp);
 }
 
 /*
@@ -943,15 +1279,24 @@ side_row_hashes(RemoteDiff *rd, int si, CellRange *cells, int ncells, int64 *n)
 static Datum
 differing_keys(RemoteDiff *rd, CellRange *cells, int ncells, DiffCounts *counts)
 {
+	RowHash    *both[2];
+	int64		nboth[2];
+	RowHash    *s,
+			   *t;
 	int64		ns,
 				nt;
-	RowHash    *s = side_row_hashes(rd, 0, cells, ncells, &ns);
-	RowHash    *t = side_row_hashes(rd, 1, cells, ncells, &nt);
 	SortSupport ssup = &rd->spec->keys[0].ssup;
-	Datum	   *keys = palloc(sizeof(Datum) * Max(ns + nt, 1));
+	Datum	   *keys;
 	int64		nkeys = 0;
 	int64		i = 0,
 				j = 0;
+
+	row_hashes(rd, cells, ncells, both, nboth);
+	s = both[0];
+	t = both[1];
+	ns = nboth[0];
+	nt = nboth[1];
+	keys = palloc_extended(sizeof(Datum) * Max(ns + nt, 1), MCXT_ALLOC_HUGE);
 
 	while (i < ns || j < nt)
 	{
@@ -1008,6 +1353,18 @@ fetch_keys(RemoteDiff *rd, Datum keys, Tuplestorestate *ts, TupleDesc desc,
 	diff_execute(spec, ts, desc, &fc);
 	spec->filter = NULL;
 	add_counts(spec, counts, &fc);
+}
+
+/* Log the time since *clock at DEBUG2, and restart it. */
+static void
+elapsed(instr_time *clock, const char *what)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, *clock);
+	elog(DEBUG2, "reconcile diff: %s took %.1f ms", what, INSTR_TIME_GET_MILLISEC(now));
+	INSTR_TIME_SET_CURRENT(*clock);
 }
 
 static void
@@ -1109,7 +1466,7 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 		rd->nbounds = 0;
 		rd->ncells = 1;
 		params_init(&p);
-		if (!pushed_down(level_sql(rd, s, &r, 1, &p, &id, true), &p))
+		if (!pushed_down(level_sql(rd, s, &r, 1, &p, &id, true, RANGE_PREDICATE_MAX), &p))
 			return cannot_checksum(spec, psprintf("The server of foreign table \"%s\" would not compute the checksums: an expression or the aggregate is not pushed down.", s->name));
 		params_init(&p);
 		if (spec->nkeys == 1 && !pushed_down(rows_sql(rd, s, &r, 1, &p, &id), &p))
@@ -1136,6 +1493,9 @@ diff_compare(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 	CellRange  *fetch;
 	bool	   *marks;
 	int			nfetch;
+	int			ndiffer;
+	int			nprobe;
+	instr_time	clock;
 	MemoryContext cxt = CurrentMemoryContext;
 
 	if (!remote_setup(&rd, spec))
@@ -1144,6 +1504,7 @@ diff_compare(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 		return;
 	}
 
+	INSTR_TIME_SET_CURRENT(clock);
 	errcb.callback = checksum_error_context;
 	errcb.arg = &rd;
 	errcb.previous = error_context_stack;
@@ -1178,19 +1539,45 @@ diff_compare(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 	for (int i = 0; i < rd.ncells; i++)
 		rd.special[i + 1] = rd.special[i] + (marks[i] ? 1 : 0);
 
+	/*
+	 * How to go on, by the share of cells that differ in a sample: few or
+	 * none, level by level from ranges of many cells (the fewest bytes);
+	 * a few, from the cells themselves (one pass on each server); many,
+	 * straight to every row's hash (or row), since nearly every cell
+	 * would be read anyway.
+	 */
+	elapsed(&clock, "the grid");
 	fetch = palloc(sizeof(CellRange) * rd.ncells);
-	nfetch = compare_levels(&rd, counts, fetch);
+	ndiffer = probe(&rd, &nprobe);
+	if (ndiffer * 2 >= nprobe && rd.ncells >= 2 * PROBE_CELLS)
+	{
+		CellRange	all = {0, rd.ncells};
+
+		elog(DEBUG1, "reconcile diff of \"%s\" and \"%s\": %d of %d sampled cells differ, reading every %s",
+			 spec->sname, spec->tname, ndiffer, nprobe, spec->nkeys == 1 ? "row's hash" : "row");
+		nfetch = split_range(&all, spec->split_factor, fetch);
+		rd.nulls = true;
+	}
+	else
+	{
+		elog(DEBUG1, "reconcile diff of \"%s\" and \"%s\": %d of %d sampled cells differ, comparing %s",
+			 spec->sname, spec->tname, ndiffer, nprobe, ndiffer >= 2 ? "every cell" : "ranges");
+		nfetch = compare_levels(&rd, counts, fetch, ndiffer >= 2);
+	}
+	elapsed(&clock, "the checksums");
 	qsort(fetch, nfetch, sizeof(CellRange), cell_range_cmp);
 	if (spec->nkeys == 1)
 	{
 		/* Row hashes first, then the rows of the keys that differ. */
 		Datum		keys = nfetch > 0 ? differing_keys(&rd, fetch, nfetch, counts) : (Datum) 0;
 
+		elapsed(&clock, "the row hashes of the differing cells");
 		if (keys || rd.nulls)
 			fetch_keys(&rd, keys, ts, desc, counts);
 	}
 	else if (nfetch > 0 || rd.nulls)
 		fetch_cells(&rd, fetch, nfetch, ts, desc, counts);
+	elapsed(&clock, "the rows that differ");
 
 	error_context_stack = errcb.previous;
 }

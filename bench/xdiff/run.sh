@@ -2,6 +2,9 @@
 # Cross-server diff benchmark: a source of N rows on one server, a target on
 # another, compared through postgres_fdw over loopback TCP by
 #   checksum  reconcile_diff's checksums of key ranges (option "remote": "auto")
+#   async     the same through a foreign server with postgres_fdw's
+#             async_capable 'true' (each statement's remote and local parts
+#             run at the same time)
 #   pull      reconcile_diff reading every source row ("remote": "pull")
 #   pgcmp     pg_comparator (Debian postgresql-comparator), --max-ratio=2.0
 # at 0, 10, 1,000 and 100,000 differences, on a plain link and on a link
@@ -10,7 +13,7 @@
 # cross it in both directions; the target's server is reached directly.
 #
 #   bash bench/xdiff/run.sh [--rows N] [--diffs "0 10 1000 100000"]
-#                           [--methods "checksum pull pgcmp"]
+#                           [--methods "checksum async pull pgcmp"]
 #                           [--options '{"split_factor": 16, "leaf_rows": 16}|{}']
 #                           [--port P] [--no-throttle] [--no-install] [--keep]
 #
@@ -30,7 +33,7 @@ source "$ROOT/tools/lib.sh"
 ROWS=1000000
 DIFFS="0 10 1000 100000"
 PORT=${BENCH_PGPORT:-55371}
-METHODS="checksum pull pgcmp"
+METHODS="checksum async pull pgcmp"
 OPTIONS='{}'
 THROTTLE=1
 INSTALL=1
@@ -141,7 +144,13 @@ for link in fast slow; do
 		-c "CREATE USER MAPPING FOR postgres SERVER src_$link" \
 		-c "CREATE FOREIGN TABLE f_src_$link (id integer, c1 integer, c2 bigint, c3 numeric(12,2),
 	            c4 text, c5 varchar(40), c6 timestamptz, c7 date, c8 boolean)
-	            SERVER src_$link OPTIONS (table_name 'src')"
+	            SERVER src_$link OPTIONS (table_name 'src')" \
+		-c "CREATE SERVER src_${link}_async FOREIGN DATA WRAPPER postgres_fdw
+	            OPTIONS (host '127.0.0.1', port '$p', dbname 'bench', async_capable 'true')" \
+		-c "CREATE USER MAPPING FOR postgres SERVER src_${link}_async" \
+		-c "CREATE FOREIGN TABLE f_src_${link}_async (id integer, c1 integer, c2 bigint, c3 numeric(12,2),
+	            c4 text, c5 varchar(40), c6 timestamptz, c7 date, c8 boolean)
+	            SERVER src_${link}_async OPTIONS (table_name 'src')"
 done
 # One target table per difference count, the differences spread evenly:
 # a quarter each of changed amounts, changed texts, rows missing in the
@@ -197,6 +206,10 @@ for link in $links; do
 					measure "$method" tgt -Atc "SELECT count(*) FROM reconcile_diff('f_src_$link', 't_$d', '{id}', '$opts'::jsonb || '{\"remote\": \"$([ $method = pull ] && echo pull || echo checksum)\"}')"
 					found=$(tail -n 1 "$OUT/last.out")
 					;;
+				async)
+					measure "$method" tgt -Atc "SELECT count(*) FROM reconcile_diff('f_src_${link}_async', 't_$d', '{id}', '{\"remote\": \"checksum\"}')"
+					found=$(tail -n 1 "$OUT/last.out")
+					;;
 				pgcmp)
 					measure pgcmp pg_comparator --max-ratio=2.0 --no-lock \
 						"pgsql://postgres@127.0.0.1:$p/bench/public.src?id" \
@@ -212,20 +225,28 @@ for link in $links; do
 	done
 done
 
-case " $METHODS " in
-*" checksum "*" pull "*" pgcmp "*) ;;
-*) exit 0 ;;
-esac
+# The ratios need the three methods (a glob such as *" checksum "*" pull "*
+# cannot match: two patterns cannot share the space between the names).
+for m in checksum pull pgcmp; do
+	case " $METHODS " in
+	*" $m "*) ;;
+	*) exit 0 ;;
+	esac
+done
 printf '\nratios (checksum against the others; time and bytes across)\n\n'
-printf '| link | differences | bytes / pull | bytes / pg_comparator | bytes / source table on disk | time / pull | time / pg_comparator |\n|---|---|---|---|---|---|---|\n'
+printf '| link | differences | bytes / pull | bytes / pg_comparator | bytes / source table on disk | time / pull | time / pg_comparator | async: time / pull | async: time / pg_comparator |\n|---|---|---|---|---|---|---|---|---|\n'
 awk -F'\t' -v src="$SRC_BYTES" '
 { k = $1 " " $2; t[k, $3] = $5; b[k, $3] = $6; if (!(k in seen)) { seen[k] = 1; order[n++] = k } }
 END {
 	for (i = 0; i < n; i++) {
 		split(order[i], f, " ")
 		k = order[i]
-		printf "| %s | %s | %.5f | %.3f | %.6f%% | %.2f | %.2f |\n", f[1], f[2],
+		printf "| %s | %s | %.5f | %.3f | %.6f%% | %.2f | %.2f |", f[1], f[2],
 			b[k, "checksum"] / b[k, "pull"], b[k, "checksum"] / b[k, "pgcmp"],
 			100 * b[k, "checksum"] / src, t[k, "checksum"] / t[k, "pull"], t[k, "checksum"] / t[k, "pgcmp"]
+		if (t[k, "async"] != "")
+			printf " %.2f | %.2f |\n", t[k, "async"] / t[k, "pull"], t[k, "async"] / t[k, "pgcmp"]
+		else
+			printf " | |\n"
 	}
 }' "$RESULTS"
