@@ -21,16 +21,15 @@
 #include "access/tableam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
-#include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
-#include "utils/syscache.h"
 
 #include "citus.h"
+#include "sqlname.h"
 #include "writers.h"
 
 /* The temporary table of winners and what was queued in it. */
@@ -205,23 +204,6 @@ typedef struct UpdateSource
 	Datum	   *values;
 } UpdateSource;
 
-/* The quoted, qualified name of a key column's equality operator. */
-static char *
-key_operator(TargetInfo *t, int k)
-{
-	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(t->key_eq_ops[k]));
-	Form_pg_operator op;
-	char	   *out;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for operator %u", t->key_eq_ops[k]);
-	op = (Form_pg_operator) GETSTRUCT(tup);
-	out = psprintf("%s.%s", quote_identifier(get_namespace_name(op->oprnamespace)),
-				   NameStr(op->oprname));
-	ReleaseSysCache(tup);
-	return out;
-}
-
 /*
  * Where the winners of one action are read from, in *nsrc statements.
  *
@@ -348,8 +330,8 @@ update_sources(ApplyWriter *m, const char *tmp, char action, int *nsrc)
 		src[r].nparams = ncols;
 		src[r].from = psprintf("ROWS FROM (%s) AS w(%s)", from.data, names.data);
 		src[r].filter = distk < 0 ? "true" :
-			psprintf("t.%s OPERATOR(%s) ANY ($%d)", quote_identifier(t->keys[distk].name),
-					 key_operator(t, distk), distk + 1);
+			psprintf("t.%s %s ANY ($%d)", quote_identifier(t->keys[distk].name),
+					 operator_sql(t->key_eq_ops[distk]), distk + 1);
 	}
 	SPI_freetuptable(SPI_tuptable);
 	return src;
@@ -377,19 +359,10 @@ apply_run(ApplyWriter *m)
 	initStringInfo(&keep);
 	for (int i = 0; i < t->nkeys; i++)
 	{
-		HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(t->key_eq_ops[i]));
-		Form_pg_operator op;
-
-		if (!HeapTupleIsValid(tup))
-			elog(ERROR, "cache lookup failed for operator %u", t->key_eq_ops[i]);
-		op = (Form_pg_operator) GETSTRUCT(tup);
 		appendStringInfo(&cols, "%s, ", quote_identifier(t->keys[i].name));
 		appendStringInfo(&sel, "w.k%d, ", i + 1);
-		appendStringInfo(&keymatch, " AND t.%s OPERATOR(%s.%s) w.k%d",
-						 quote_identifier(t->keys[i].name),
-						 quote_identifier(get_namespace_name(op->oprnamespace)),
-						 NameStr(op->oprname), i + 1);
-		ReleaseSysCache(tup);
+		appendStringInfo(&keymatch, " AND t.%s %s w.k%d", quote_identifier(t->keys[i].name),
+						 operator_sql(t->key_eq_ops[i]), i + 1);
 	}
 	appendStringInfo(&cols, "%s, %s, %s", quote_identifier(t->version.name),
 					 quote_identifier(t->deleted.name), quote_identifier(t->hash.name));

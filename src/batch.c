@@ -31,6 +31,7 @@
 #include "loader.h"
 #include "progress.h"
 #include "rules.h"
+#include "sqlname.h"
 #include "state.h"
 
 PG_FUNCTION_INFO_V1(reconcile_batch);

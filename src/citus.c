@@ -38,14 +38,7 @@
 #include "utils/rel.h"
 
 #include "citus.h"
-
-/* A relation's schema-qualified, quoted name, for SQL text and hints. */
-static char *
-qualified_name(Oid relid)
-{
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  get_rel_name(relid));
-}
+#include "sqlname.h"
 
 /* The schema of the citus extension, or InvalidOid without Citus. */
 static Oid
@@ -208,7 +201,7 @@ citus_check_target(Oid relid, const char *relname, bool partitioned, CitusKind k
 						citus_kind_name(kind)),
 				 errdetail("reconcile loads hash-distributed, single-shard, reference and Citus local tables; the key of an append- or range-distributed table is not kept unique across its shards."),
 				 errhint("Distribute the table by hash on a key column, for example: SELECT create_distributed_table('%s', '<key column>');",
-						 qualified_name(relid))));
+						 relid_quoted_name(relid))));
 	if (kind != CITUS_NONE && partitioned)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

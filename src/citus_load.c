@@ -8,10 +8,7 @@
 
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_collation.h"
 #include "catalog/pg_index.h"
-#include "catalog/pg_opclass.h"
-#include "catalog/pg_operator.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -19,15 +16,7 @@
 
 #include "citus.h"
 #include "citus_load.h"
-#include "state.h"
-
-/* A relation's schema-qualified, quoted name, for SQL text and hints. */
-static char *
-qualified_name(Oid relid)
-{
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  get_rel_name(relid));
-}
+#include "sqlname.h"
 
 /*
  * What a batch into a Citus target needs, checked before anything is
@@ -84,55 +73,7 @@ citus_check_batch(TargetInfo *t, Oid staged, const char *batch_id)
 					   scol ? " distributed by column \"" : "",
 					   scol ? scol : "", scol ? "\"" : ""),
 			 errhint("Distribute the staged relation by the same column, co-located with the target, before the batch: SELECT create_distributed_table('%s', '%s', colocate_with => '%s');",
-					 qualified_name(staged), tcol ? tcol : "?", t->qualname)));
-}
-
-static char *
-quoted_opclass(Oid opclass)
-{
-	HeapTuple	tup = SearchSysCache1(CLAOID, ObjectIdGetDatum(opclass));
-	Form_pg_opclass opc;
-	char	   *out;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for operator class %u", opclass);
-	opc = (Form_pg_opclass) GETSTRUCT(tup);
-	out = quote_qualified_identifier(get_namespace_name(opc->opcnamespace),
-									 NameStr(opc->opcname));
-	ReleaseSysCache(tup);
-	return out;
-}
-
-static char *
-quoted_collation(Oid collid)
-{
-	HeapTuple	tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(collid));
-	Form_pg_collation coll;
-	char	   *out;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for collation %u", collid);
-	coll = (Form_pg_collation) GETSTRUCT(tup);
-	out = quote_qualified_identifier(get_namespace_name(coll->collnamespace),
-									 NameStr(coll->collname));
-	ReleaseSysCache(tup);
-	return out;
-}
-
-static char *
-quoted_operator(Oid opno)
-{
-	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
-	Form_pg_operator op;
-	char	   *out;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for operator %u", opno);
-	op = (Form_pg_operator) GETSTRUCT(tup);
-	out = psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(op->oprnamespace)),
-				   NameStr(op->oprname));
-	ReleaseSysCache(tup);
-	return out;
+					 relid_quoted_name(staged), tcol ? tcol : "?", t->qualname)));
 }
 
 static void
@@ -142,7 +83,7 @@ append_column_type(StringInfo sql, TargetColumn *c)
 					 format_type_extended(c->typid, c->typmod,
 										  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
 	if (OidIsValid(c->collation))
-		appendStringInfo(sql, " COLLATE %s", quoted_collation(c->collation));
+		appendStringInfo(sql, " COLLATE %s", collation_quoted_name(c->collation));
 }
 
 /*
@@ -208,8 +149,8 @@ citus_probe_copy(TargetInfo *t, Oid staged, const char *batch_id)
 	{
 		appendStringInfo(&sql, "%s%s", i ? ", " : "", quote_identifier(t->keys[i].name));
 		if (OidIsValid(t->key_collations[i]))
-			appendStringInfo(&sql, " COLLATE %s", quoted_collation(t->key_collations[i]));
-		appendStringInfo(&sql, " %s", quoted_opclass(indclass->values[i]));
+			appendStringInfo(&sql, " COLLATE %s", collation_quoted_name(t->key_collations[i]));
+		appendStringInfo(&sql, " %s", opclass_quoted_name(indclass->values[i]));
 	}
 	ReleaseSysCache(indtup);
 	appendStringInfoChar(&sql, ')');
@@ -233,8 +174,8 @@ citus_probe_copy(TargetInfo *t, Oid staged, const char *batch_id)
 							t->relname),
 					 errdetail("reconcile keeps one row per key, which Citus can enforce only with a unique index that includes the distribution column.")));
 		appendStringInfo(&sql, " WHERE EXISTS (SELECT 1 FROM %s AS s WHERE s.%s %s t.%s)",
-						 qualified_name(staged),
-						 quote_identifier(distcol), quoted_operator(t->key_eq_ops[k]),
+						 relid_quoted_name(staged),
+						 quote_identifier(distcol), operator_sql(t->key_eq_ops[k]),
 						 quote_identifier(distcol));
 	}
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_INSERT)

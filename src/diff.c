@@ -24,7 +24,6 @@
 #include "access/relation.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
-#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "common/int.h"
@@ -51,6 +50,7 @@
 #include "args.h"
 #include "diff.h"
 #include "jsonbuild.h"
+#include "sqlname.h"
 
 /*
  * Rows fetched from a side's cursor at a time: small batches stay in
@@ -567,22 +567,6 @@ append_where(StringInfo sql, DiffSpec *spec, const char *upd, bool target,
 	}
 }
 
-static char *
-quoted_collation(Oid collid)
-{
-	HeapTuple	tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(collid));
-	Form_pg_collation coll;
-	char	   *out;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for collation %u", collid);
-	coll = (Form_pg_collation) GETSTRUCT(tup);
-	out = quote_qualified_identifier(get_namespace_name(coll->collnamespace),
-									 NameStr(coll->collname));
-	ReleaseSysCache(tup);
-	return out;
-}
-
 /*
  * Only the key ranges diff_remote.c asks for: the first key column's
  * buckets among spec->filter's bounds, and its NULLs if asked.
@@ -644,7 +628,7 @@ side_open(DiffExec *ex, DiffSide *side, bool is_source, Datum cutoff, bool has_c
 		appendStringInfo(&sql, "%s%s", i ? ", " : "", is_source ? c->sexpr : c->texpr);
 		/* Both sides in the same order; the same collation keeps an index usable. */
 		if (OidIsValid(c->collation) && own != c->collation)
-			appendStringInfo(&sql, " COLLATE %s", quoted_collation(c->collation));
+			appendStringInfo(&sql, " COLLATE %s", collation_quoted_name(c->collation));
 	}
 
 	side->is_source = is_source;

@@ -41,6 +41,7 @@
 
 #include "diff.h"
 #include "jsonbuild.h"
+#include "sqlname.h"
 
 PG_FUNCTION_INFO_V1(reconcile_diff_job_config_load);
 
@@ -209,8 +210,7 @@ resolve_config_relation(const char *name, const char *side, const char *job,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("%s \"%s\" of diff job \"%s\" is temporary", side, name, job),
 				 errdetail("A job outlives the session, and a temporary relation does not.")));
-	*qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-											get_rel_name(relid));
+	*qualified = relid_quoted_name(relid);
 	return relid;
 }
 

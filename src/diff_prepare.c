@@ -45,7 +45,7 @@
 #include "colname.h"
 #include "diff.h"
 #include "jsonread.h"
-#include "state.h"
+#include "sqlname.h"
 
 static const char *const diff_option_names[] = {
 	"compare", "ignore", "target_key_columns", "column_map", "trim_keys",

@@ -52,6 +52,7 @@
 #include "jsonread.h"
 #include "receiver.h"
 #include "rules.h"
+#include "sqlname.h"
 #include "subxact.h"
 
 PG_FUNCTION_INFO_V1(reconcile_discover_rules);
@@ -1351,7 +1352,7 @@ reconcile_discover_rules(PG_FUNCTION_ARGS)
 	check_arg_not_null(fcinfo, 0, "relation", "reconcile_discover_rules");
 	p = palloc0(sizeof(Profile));
 	p->relid = PG_GETARG_OID(0);
-	p->relsql = rules_quote_relation(p->relid);
+	p->relsql = relid_quoted_name(p->relid);
 	parse_discover_options(p, PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1));
 	p->cxt = AllocSetContextCreate(cxt, "reconcile profile", ALLOCSET_DEFAULT_SIZES);
 	p->rowcxt = AllocSetContextCreate(cxt, "reconcile profile row", ALLOCSET_DEFAULT_SIZES);

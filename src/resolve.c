@@ -44,6 +44,7 @@
 #include "payload.h"
 #include "probe.h"
 #include "sha256.h"
+#include "sqlname.h"
 #include "state.h"
 #include "target.h"
 #include "writers.h"

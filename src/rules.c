@@ -38,6 +38,7 @@
 
 #include "jsonread.h"
 #include "rules.h"
+#include "sqlname.h"
 #include "subxact.h"
 
 const char *const rule_severity_names[] = {"fail", "warn", "drop", "dataset_check"};
@@ -871,20 +872,6 @@ rules_parse_for_report(Jsonb *doc)
 		r->sqlerrcode = error->sqlerrcode;
 	}
 	return rs;
-}
-
-/* The schema-qualified, quoted name of relid for SQL text; errors if it is gone. */
-char *
-rules_quote_relation(Oid relid)
-{
-	char	   *nsp = get_namespace_name(get_rel_namespace(relid));
-	char	   *rel = get_rel_name(relid);
-
-	if (nsp == NULL || rel == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
-	return quote_qualified_identifier(nsp, rel);
 }
 
 /* ---- planning a row rule against a relation ---- */

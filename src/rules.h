@@ -81,7 +81,6 @@ extern void rules_user_leave(RulesEnv *env);
 extern RuleSet *rules_parse(Jsonb *doc);
 extern RuleSet *rules_parse_for_report(Jsonb *doc);
 extern ErrorData *rules_try(void (*fn) (void *), void *arg);
-extern char *rules_quote_relation(Oid relid);
 extern char *rules_dataset_statement(Rule *r, const char *prefix, const char *table,
 									 const char *select);
 extern SPIPlanPtr rules_prepare_dataset(Rule *r, const char *sql, int nargs, Oid *types);

@@ -60,6 +60,7 @@
 #include "jsonbuild.h"
 #include "loader.h"
 #include "rules.h"
+#include "sqlname.h"
 #include "state.h"
 #include "subxact.h"
 
@@ -299,7 +300,7 @@ batch_rows_prefix(TargetInfo *t, const char *rows_sql)
 static void
 plan_rules_for_batches(RuleSet *rs, TargetInfo *t, const char *target_name, Node **exprs)
 {
-	char	   *relsql = rules_quote_relation(t->relid);
+	char	   *relsql = relid_quoted_name(t->relid);
 	const char *alias = quote_identifier(get_rel_name(t->relid));
 	char	   *prefix = batch_rows_prefix(t, NULL);
 	TargetColumn **cols;

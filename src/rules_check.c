@@ -47,6 +47,7 @@
 #include "jsonread.h"
 #include "receiver.h"
 #include "rules.h"
+#include "sqlname.h"
 
 PG_FUNCTION_INFO_V1(reconcile_check);
 PG_FUNCTION_INFO_V1(reconcile_check_report);
@@ -638,7 +639,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", relid)));
 	run->relid = relid;
-	run->relsql = rules_quote_relation(relid);
+	run->relsql = relid_quoted_name(relid);
 	run->alias = pstrdup(quote_identifier(get_rel_name(relid)));
 	if (relkind != RELKIND_RELATION && relkind != RELKIND_VIEW &&
 		relkind != RELKIND_MATVIEW && relkind != RELKIND_FOREIGN_TABLE &&

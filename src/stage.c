@@ -47,6 +47,7 @@
 #include "progress.h"
 #include "receiver.h"
 #include "rules.h"
+#include "sqlname.h"
 #include "state.h"
 
 const char *const disposition_names[DISP_COUNT] = {

@@ -61,23 +61,6 @@ state_user_leave(StateUser *saved)
 	SetUserIdAndSecContext(saved->save_userid, saved->save_sec_context);
 }
 
-/* A relation's name for a message, or its OID when it is gone. */
-char *
-relation_display_name(Oid relid)
-{
-	char	   *name = get_rel_name(relid);
-
-	return name ? name : psprintf("%u", relid);
-}
-
-/* An open relation's schema-qualified, quoted name, for SQL text and hints. */
-char *
-relation_quoted_name(Relation rel)
-{
-	return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-									  RelationGetRelationName(rel));
-}
-
 /*
  * Whether state table reconcile.<table> has a column: the library of 1.1
  * also runs against a schema of 1.0 until ALTER EXTENSION reconcile UPDATE

@@ -20,8 +20,6 @@ extern void state_read_latest(const char *sql, Oid relid, long tcount);
 extern bool state_has_column(const char *table, const char *column);
 extern void state_query_latest(const char *sql, int nargs, Oid *argtypes,
 							   Datum *args, long tcount);
-extern char *relation_display_name(Oid relid);
-extern char *relation_quoted_name(Relation rel);
 
 /* Buffers rows for one of the state tables and inserts them set-based. */
 typedef struct StateBuffer StateBuffer;

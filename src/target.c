@@ -40,6 +40,7 @@
 
 #include "args.h"
 #include "citus.h"
+#include "sqlname.h"
 #include "target.h"
 #include "state.h"
 
