@@ -522,7 +522,7 @@ merge_batch(BatchState *b)
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
 				 errmsg("batch %s has " INT64_FORMAT " conflicting rows for table \"%s\"",
 						b->batch_id, m.nconflicts, m.t->relname),
-				 errdetail("Different payloads claim the same key and version: %s%s.",
+				 errdetail("Rows of keys where two payloads claim one version, in the batch or against the target's row: %s%s.",
 						   m.named.data, m.nconflicts > CONFLICTS_NAMED ? "; ..." : ""),
 				 errhint("Nothing was applied. Correct the source, or register the target with conflict_policy => 'quarantine' to hold conflicting keys back and load the rest.")));
 	state_buffer_flush(m.conflicts);

@@ -773,7 +773,7 @@ check_batch_acl(Oid relid, TargetLockFor purpose)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied for relation %s", relation_display_name(relid)),
-					 errdetail("reconcile_batch needs SELECT on the staged relation.")));
+					 errdetail("A batch reads the staged relation with the caller's rights, which need SELECT on it.")));
 		return;
 	}
 	for (int i = 0; i < lengthof(needed); i++)
@@ -781,7 +781,7 @@ check_batch_acl(Oid relid, TargetLockFor purpose)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied for table %s", relation_display_name(relid)),
-					 errdetail("reconcile_batch needs SELECT, INSERT and UPDATE on the target; role \"%s\" lacks %s.",
+					 errdetail("A batch or a resolution writes the target with the caller's rights, which need SELECT, INSERT and UPDATE on it; role \"%s\" lacks %s.",
 							   GetUserNameFromId(user, false), needed[i].name)));
 }
 

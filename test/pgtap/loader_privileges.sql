@@ -80,7 +80,7 @@ EXCEPTION WHEN OTHERS THEN
 END $$;
 SELECT is(pg_temp.error_as_role('rtap_priv_noupdate', $$SELECT * FROM reconcile_batch('t', 's',
     '[{"object_key":"p/1","version_id":"1","content_hash":"x","rows":2}]')$$),
-    'permission denied for table t / reconcile_batch needs SELECT, INSERT and UPDATE on the target; role "rtap_priv_noupdate" lacks UPDATE.',
+    'permission denied for table t / A batch or a resolution writes the target with the caller''s rights, which need SELECT, INSERT and UPDATE on it; role "rtap_priv_noupdate" lacks UPDATE.',
     'the refusal names the target, the role and the missing right');
 
 -- A role with the rights loads, without being able to write reconcile.* directly.
