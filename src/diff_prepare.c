@@ -25,10 +25,12 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "parser/parse_coerce.h"
+#include "parser/scansup.h"
 #include "pgtime.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
+#include "utils/datetime.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -711,21 +713,52 @@ lookback_start(DiffSpec *spec, JsonbValue *v, bool in_zone)
 	return wall;
 }
 
+/*
+ * Whether zone means two things: timezone(zone, ...) takes a name that is
+ * also an abbreviation (pg_timezone_abbrevs) as the abbreviation's fixed
+ * offset, while the setting TimeZone, by which bounds are read, takes the
+ * zone of that name with its daylight saving time ('CET').  The same
+ * offset all year ('UTC', 'EST') is one meaning.
+ */
+static bool
+zone_is_ambiguous(const char *zone, pg_tz *full)
+{
+	char	   *low = downcase_truncate_identifier(zone, strlen(zone), false);
+	int			offset;
+	pg_tz	   *abbrev_zone;
+	long int	gmtoff;
+	int			type = DecodeTimezoneAbbrev(0, low, &offset, &abbrev_zone);
+
+	if (type != TZ && type != DTZ && type != DYNTZ)
+		return false;
+	if (type == DYNTZ || !pg_get_timezone_offset(full, &gmtoff))
+		return true;
+	return gmtoff != offset;
+}
+
 /* The option "time_zone": a zone name PostgreSQL knows; "UTC" without it. */
 static char *
 option_time_zone(DiffOptions *opts)
 {
 	char	   *zone;
+	pg_tz	   *full;
 
 	if (opts->v[OPT_TIME_ZONE] == NULL)
 		return "UTC";
 	zone = opt_string(opts->v[OPT_TIME_ZONE], "time_zone",
 					  "a time zone name, such as \"America/New_York\"");
-	if (zone[0] == '\0' || pg_tzset(zone) == NULL)
+	full = zone[0] == '\0' ? NULL : pg_tzset(zone);
+	if (full == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("time zone \"%s\" of option \"time_zone\" is not recognized", zone),
 				 errhint("Name a zone of pg_timezone_names, such as \"America/New_York\" or \"UTC\".")));
+	if (zone_is_ambiguous(zone, full))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("time zone \"%s\" of option \"time_zone\" is ambiguous", zone),
+				 errdetail("\"%s\" is both a zone whose offset changes during the year and the abbreviation of a fixed offset, which PostgreSQL's timezone() would use instead.", zone),
+				 errhint("Name the zone by its region, such as \"Europe/Berlin\", or a fixed offset, such as \"Etc/GMT-1\".")));
 	return zone;
 }
 
