@@ -94,6 +94,25 @@ sub batch
 }
 
 # Staged rows: operation, id, version, name, age.
+#
+# Two objects: an update, an unchanged row, a stale row, a tombstone, a new
+# tombstone, a new key, and a conflict held back (quarantine); loaded, then
+# replayed.
+my @o2_o3 = (
+	[
+		[
+			'o2', '1',
+			"'UPSERT', 'C1', '2', 'Ana Lee', 31",
+			"'UPSERT', 'C2', '1', 'Bo', 40",
+			"'UPSERT', 'C3', '0', 'Old', 1",
+			"'DELETE', 'C4', '2', NULL, NULL",
+			"'DELETE', 'C9', '1', NULL, NULL",
+			"'UPSERT', 'C5', '2', 'X', 1"
+		],
+		[ 'o3', '1', "'UPSERT', 'C8', '1', 'He', 20", "'UPSERT', 'C5', '2', 'Y', 1" ]
+	],
+	'o3@1');
+
 my $scenario =
   # Inserts, an exact duplicate and a reject (a malformed version).
   batch(
@@ -111,37 +130,9 @@ my $scenario =
 		]
 	],
 	'o1@1')
-  # Two objects: an update, an unchanged row, a stale row, a tombstone, a
-  # new tombstone, a new key, and a conflict held back (quarantine).
-  . batch(
-	[
-		[
-			'o2', '1',
-			"'UPSERT', 'C1', '2', 'Ana Lee', 31",
-			"'UPSERT', 'C2', '1', 'Bo', 40",
-			"'UPSERT', 'C3', '0', 'Old', 1",
-			"'DELETE', 'C4', '2', NULL, NULL",
-			"'DELETE', 'C9', '1', NULL, NULL",
-			"'UPSERT', 'C5', '2', 'X', 1"
-		],
-		[ 'o3', '1', "'UPSERT', 'C8', '1', 'He', 20", "'UPSERT', 'C5', '2', 'Y', 1" ]
-	],
-	'o3@1')
+  . batch(@o2_o3)
   # The same manifest again: the stored receipt, nothing written.
-  . batch(
-	[
-		[
-			'o2', '1',
-			"'UPSERT', 'C1', '2', 'Ana Lee', 31",
-			"'UPSERT', 'C2', '1', 'Bo', 40",
-			"'UPSERT', 'C3', '0', 'Old', 1",
-			"'DELETE', 'C4', '2', NULL, NULL",
-			"'DELETE', 'C9', '1', NULL, NULL",
-			"'UPSERT', 'C5', '2', 'X', 1"
-		],
-		[ 'o3', '1', "'UPSERT', 'C8', '1', 'He', 20", "'UPSERT', 'C5', '2', 'Y', 1" ]
-	],
-	'o3@1')
+  . batch(@o2_o3)
   # Rules: a row without a name is dropped, a minor is a warning.
   . q{SELECT reconcile_set_rules('cust', '{"drop": {"has_name": "name IS NOT NULL"}, "warn": {"adult": "age >= 18"}}');
 }
