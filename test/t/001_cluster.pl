@@ -13,8 +13,8 @@ $node->safe_psql('postgres', 'CREATE EXTENSION reconcile');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT extversion FROM pg_extension WHERE extname = 'reconcile'"),
-	'1.1',
-	'reconcile 1.1 is installed in a fresh node');
+	'1.2',
+	'reconcile 1.2 is installed in a fresh node');
 
 $node->stop;
 done_testing();

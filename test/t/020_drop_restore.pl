@@ -104,8 +104,8 @@ $new->command_ok(
 
 is( $new->safe_psql(
 		'app', q{SELECT extversion FROM pg_extension WHERE extname = 'reconcile'}),
-	'1.1',
-	'the restored extension is 1.1');
+	'1.2',
+	'the restored extension is 1.2');
 is( $new->safe_psql(
 		'app', q{SELECT string_agg(DISTINCT target::text, ',') FROM reconcile.rejects}),
 	'kept',

@@ -1,0 +1,70 @@
+-- The upgrade from 1.1: state made with 1.1 (a batch with a reject and a
+-- held conflict, a resolution, a diff run) survives ALTER EXTENSION
+-- reconcile UPDATE row for row, a replay still returns its stored receipt,
+-- and the upgraded schema is a fresh install's.
+CREATE EXTENSION reconcile VERSION '1.1';
+SET client_min_messages = warning;
+
+CREATE TABLE acct (id int PRIMARY KEY, name text, v bigint NOT NULL,
+                   gone boolean NOT NULL DEFAULT false, h bytea);
+CREATE TABLE acct_stage (object_key text, source_row int, operation text, id text, name text, v text);
+CREATE TABLE acct_copy (id int PRIMARY KEY, name text);
+SELECT reconcile_register('acct', '{id}', 'v', 'gone', 'h');
+INSERT INTO acct_stage VALUES ('o1', 1, 'UPSERT', '1', 'Ana', '1'),
+                              ('o1', 2, 'UPSERT', '2', NULL, 'v?'),
+                              ('o1', 3, 'UPSERT', '3', 'Bo', '1'),
+                              ('o1', 4, 'UPSERT', '3', 'Bea', '1'),
+                              ('o1', 5, 'UPSERT', '4', 'Cy', '1'),
+                              ('o1', 6, 'UPSERT', '4', 'Cyd', '1');
+SELECT status, inserted, conflicts, rejected FROM reconcile_batch('acct', 'acct_stage',
+    '[{"object_key":"o1","version_id":"1","content_hash":"h1","rows":6}]', 'feed', 'o1');
+SELECT batch_id AS b1 FROM reconcile.receipts WHERE target = 'acct'::regclass \gset
+SELECT encode(staged_hash, 'hex') AS bo_hash FROM reconcile.conflicts
+ WHERE target = 'acct'::regclass AND key = '{"id": 3}' ORDER BY staged_hash LIMIT 1 \gset
+SELECT status, outcome FROM reconcile_resolve('acct', :'b1', '{"id": 3}', decode(:'bo_hash', 'hex'));
+INSERT INTO acct_copy VALUES (1, 'Ana'), (5, 'Eve');
+INSERT INTO reconcile.diff_jobs VALUES ('acct', 'public.acct_copy', 'public.acct', '{id}', '{"compare": ["name"]}');
+SELECT job, findings FROM reconcile_diff_run();
+
+-- Every state row of acct, as jsonb, before the upgrade.
+CREATE FUNCTION state_rows() RETURNS TABLE (state text, row_json jsonb) LANGUAGE sql AS $$
+    SELECT 'targets', to_jsonb(t) FROM reconcile.targets t WHERE target = 'acct'::regclass
+    UNION ALL SELECT 'receipts', to_jsonb(t) FROM reconcile.receipts t WHERE target = 'acct'::regclass
+    UNION ALL SELECT 'batch_objects', to_jsonb(t) FROM reconcile.batch_objects t WHERE target = 'acct'::regclass
+    UNION ALL SELECT 'cursors', to_jsonb(t) FROM reconcile.cursors t WHERE target = 'acct'::regclass
+    UNION ALL SELECT 'rejects', to_jsonb(t) FROM reconcile.rejects t WHERE target = 'acct'::regclass
+    UNION ALL SELECT 'conflicts', to_jsonb(t) FROM reconcile.conflicts t WHERE target = 'acct'::regclass
+    UNION ALL SELECT 'resolutions', to_jsonb(t) FROM reconcile.resolutions t WHERE target = 'acct'::regclass
+    UNION ALL SELECT 'diff_jobs', to_jsonb(t) FROM reconcile.diff_jobs t
+    UNION ALL SELECT 'diff_runs', to_jsonb(t) FROM reconcile.diff_runs t WHERE job = 'acct'
+    UNION ALL SELECT 'diff_results', to_jsonb(t) FROM reconcile.diff_results t WHERE target = 'acct'::regclass
+$$;
+CREATE TABLE before_upgrade AS SELECT * FROM state_rows();
+SELECT state, count(*) FROM before_upgrade GROUP BY state ORDER BY state;
+
+ALTER EXTENSION reconcile UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'reconcile';
+
+-- Every value of every 1.1 row is still there (columns 1.2 adds are extra
+-- keys) and no row is new.
+CREATE FUNCTION same_row(a jsonb, b jsonb) RETURNS boolean LANGUAGE sql AS $$
+    SELECT (SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(a) e WHERE b ? e.key) = b
+$$;
+SELECT b.state, b.row_json AS lost FROM before_upgrade b
+ WHERE NOT EXISTS (SELECT FROM state_rows() a WHERE a.state = b.state AND same_row(a.row_json, b.row_json));
+SELECT a.state, a.row_json AS new FROM state_rows() a
+ WHERE NOT EXISTS (SELECT FROM before_upgrade b WHERE a.state = b.state AND same_row(a.row_json, b.row_json));
+
+-- 1.2 on 1.1's data: the batch replays from its receipt and changes
+-- nothing; the other held key is still resolvable.
+SELECT status, inserted, conflicts, rejected FROM reconcile_batch('acct', 'acct_stage',
+    '[{"object_key":"o1","version_id":"1","content_hash":"h1","rows":6}]', 'feed', 'o1');
+SELECT encode(staged_hash, 'hex') AS cy_hash FROM reconcile.conflicts
+ WHERE target = 'acct'::regclass AND key = '{"id": 4}' ORDER BY staged_hash LIMIT 1 \gset
+SELECT status, outcome FROM reconcile_resolve('acct', :'b1', '{"id": 4}', decode(:'cy_hash', 'hex'));
+SELECT id, name, v FROM acct ORDER BY id;
+SELECT job, findings FROM reconcile_diff_run();
+
+DROP TABLE acct, acct_stage, acct_copy, before_upgrade;
+DROP FUNCTION state_rows(), same_row(jsonb, jsonb);
+DROP EXTENSION reconcile;
