@@ -22,12 +22,30 @@ PG_CPPFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
 # with OpenSSL (src/sha256.c); LIBS comes from PGXS's Makefile.global.
 SHLIB_LINK = $(filter -lcrypto,$(LIBS))
 
+# Export only what PostgreSQL looks up by name: _PG_init, the magic block,
+# the SQL-callable functions with their pg_finfo_ records, and functions
+# declared PGDLLEXPORT (the parallel staging worker).  PostgreSQL 15 loads
+# every extension library into one symbol space and, unlike 16, does not
+# build them with hidden visibility, so an internal name such as
+# merge_batch could clash with another library's.  The linker version
+# script is made from the sources; test/t/005_exports.pl checks the result.
+EXPORTS = reconcile.exports
+SHLIB_LINK += -Wl,--version-script=$(EXPORTS)
+EXTRA_CLEAN = $(EXPORTS)
+
+
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS does not track header dependencies: rebuild every object when a
 # header changes, so no object is built against an old struct layout.
 $(OBJS): $(wildcard src/*.h)
+
+# The version script (EXPORTS above) is made before the library is linked.
+$(EXPORTS): $(OBJS:.o=.c) tools/exports.sh
+	sh tools/exports.sh $(OBJS:.o=.c) > $@
+
+$(shlib): $(EXPORTS)
 
 # The other kinds of test, against a server you started yourself (libpq's
 # PGHOST, PGPORT and PGUSER say where; no root needed; docs/development.md).
