@@ -3,11 +3,14 @@
 #
 #   bash bench/loader/run.sh [--rows N] [--target T] [--work-mem SIZE] [--shared-buffers SIZE]
 #                            [--parallel WORKERS] [--scale [--with-pipeline] [--sizes "N1 N2 ..."]]
-#                            [--use-existing] [--port P] [--no-install] [--keep]
+#                            [--use-existing] [--port P] [--no-install] [--keep] [--repeat N]
 #
 # Defaults: N = T = 1,000,000; its own throwaway cluster on port 54339, with
 # max_parallel_maintenance_workers one less than the machine's cores.
 # One run: every figure is from a single execution, not the best of several.
+# --repeat N runs the contenders N times, interleaved (a, b, c, e, f, d, a,
+# b, ...), and reports each ratio as the median of the N rounds' ratios with
+# their minimum and maximum, so that a change can be told from noise.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -28,6 +31,7 @@ USE_EXISTING=0
 PORT=${BENCH_PGPORT:-54339}
 INSTALL=1
 KEEP=0
+REPEAT=1
 OBJECTS=100
 SEED=0.42
 DB=reconcile_bench
@@ -50,10 +54,12 @@ while [ $# -gt 0 ]; do
 	--port) PORT=$2; shift 2 ;;
 	--no-install) INSTALL=0; shift ;;
 	--keep) KEEP=1; shift ;;
+	--repeat) REPEAT=$2; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; die "unknown argument: $1" ;;
 	esac
 done
+[[ $REPEAT =~ ^[1-9][0-9]*$ ]] || die "--repeat takes a positive number of rounds, not '$REPEAT'"
 [[ $PARALLEL =~ ^[0-9]+$ ]] || die "--parallel takes a number of workers, not '$PARALLEL'"
 for n in $ROWS ${TARGET:-1} $SIZES; do
 	[[ $n =~ ^[1-9][0-9]*$ ]] || die "row counts must be positive integers, not '$n'"
@@ -224,6 +230,12 @@ fmt_row() {  # fmt_row LABEL N RESULTLINE
 }
 
 secs_of() { IFS='|' read -r _ secs _ <<<"$1"; echo "$secs"; }
+# spread R1 R2 ...: "median [min, max]" of the ratios given.
+spread() {
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+		END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
+		      printf "%.2f [%.2f, %.2f]", m, v[1], v[NR] }'
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
 header() {
@@ -282,6 +294,27 @@ default_run() {
 	rf=$(run_contender f "$HERE/contender_f.sql")
 	log "(d) COPY of the staged rows into an empty table"
 	rd=$(run_contender d "$HERE/contender_d.sql")
+	# Further rounds, each contender once per round in the same order; the
+	# first round's targets are the ones checked below.
+	local round name sa=() sb=() sc=() se=() sf=() sd=()
+	sa+=("$(secs_of "$ra")"); sb+=("$(secs_of "$rb")"); sc+=("$(secs_of "$rc")")
+	se+=("$(secs_of "$re")"); sf+=("$(secs_of "$rf")"); sd+=("$(secs_of "$rd")")
+	for ((round = 2; round <= REPEAT; round++)); do
+		log "round $round of $REPEAT: a, b, c, e, f, d"
+		for name in a b c e f d; do
+			local -n acc=s$name
+			acc+=("$(secs_of "$(run_contender "$name" "$HERE/contender_$name.sql")")")
+			unset -n acc
+		done
+	done
+	local -A pairs=()
+	for name in b c e f d; do
+		local -n acc=s$name
+		local r=() i
+		for ((i = 0; i < REPEAT; i++)); do r+=("$(ratio "${sa[$i]}" "${acc[$i]}")"); done
+		pairs[$name]=$(spread "${r[@]}")
+		unset -n acc
+	done
 	rm -f "$COPY_FILE"
 
 	log "checks"
@@ -300,13 +333,13 @@ default_run() {
 
 	{
 		printf 'reconcile loader benchmark, %s\n' "$STAMP"
-		printf 'command: bash bench/loader/run.sh --rows %s --target %s --work-mem %s --shared-buffers %s\n' "$ROWS" "$TARGET" "$WORK_MEM" "$SHARED_BUFFERS"
+		printf 'command: bash bench/loader/run.sh --rows %s --target %s --work-mem %s --shared-buffers %s --repeat %s\n' "$ROWS" "$TARGET" "$WORK_MEM" "$SHARED_BUFFERS" "$REPEAT"
 		machine
 		printf 'batch: %s staged rows in %s objects, target %s rows; %s winners for (c), (e), (f)\n' \
 			"$ROWS" "$OBJECTS" "$TARGET" "$nwin"
 		printf 'mix: %s\n' "$mix"
 		printf 'receipt of (a): %s\n' "$(receipt_of_a)"
-		printf 'one run each, on identical fresh copies of the target; rows/s = %s staged rows / seconds\n\n' "$ROWS"
+		printf '%s, on identical fresh copies of the target; rows/s = %s staged rows / seconds\n\n' "$( [ "$REPEAT" -gt 1 ] && echo "round 1 of $REPEAT below" || echo 'one run each')" "$ROWS"
 		header
 		fmt_row "(a) reconcile_batch" "$ROWS" "$ra"
 		fmt_row "(b) hand-written SQL pipeline" "$ROWS" "$rb"
@@ -318,6 +351,12 @@ default_run() {
 			"$(ratio "$(secs_of "$ra")" "$(secs_of "$rb")")" "$(ratio "$(secs_of "$ra")" "$(secs_of "$rc")")" \
 			"$(ratio "$(secs_of "$ra")" "$(secs_of "$re")")" "$(ratio "$(secs_of "$ra")" "$(secs_of "$rf")")" \
 			"$(ratio "$(secs_of "$ra")" "$(secs_of "$rd")")"
+		if [ "$REPEAT" -gt 1 ]; then
+			printf 'over %s interleaved rounds, median [min, max] of the rounds'"'"' ratios:\n' "$REPEAT"
+			printf '  a/b %s   a/c %s   a/e %s   a/f %s   a/d %s\n' "${pairs[b]}" "${pairs[c]}" \
+				"${pairs[e]}" "${pairs[f]}" "${pairs[d]}"
+			printf '  seconds of a per round: %s\n' "${sa[*]}"
+		fi
 		printf '(targets: a/b <= 0.5 and a/c <= 1.0 at the default size)\n\n'
 		printf '%s\n%s\n' "$checks" "$extra" | awk -F'|' 'NF >= 4 { printf "check %-44s %-4s %s\n", $2, $3, $4 }'
 	} | tee "$REPORT"
