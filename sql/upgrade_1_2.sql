@@ -84,7 +84,7 @@ SELECT job, findings FROM reconcile_diff_run();
 -- Keys held before the update are marked as 1.1's (key_pinned false):
 -- one in ISO form is resolved, one written under 'SQL, DMY' (1 February
 -- or 2 January?) is refused rather than written into another row.
-SELECT target, key_pinned, count(*) FROM reconcile.conflicts GROUP BY 1, 2 ORDER BY 1::text, 2;
+SELECT target, key_pinned, count(*) FROM reconcile.conflicts GROUP BY 1, 2 ORDER BY target::text, 2;
 SELECT status, outcome FROM reconcile_resolve('dated',
     (SELECT batch_id FROM reconcile.receipts WHERE target = 'dated'::regclass), '{"d": "2024-03-01"}',
     (SELECT staged_hash FROM reconcile.conflicts WHERE target = 'dated'::regclass AND source_row = 4));
