@@ -268,7 +268,37 @@ SELECT * FROM reconcile_resolve('ok',
     (SELECT staged_hash FROM reconcile.conflicts WHERE target = 'ok'::regclass AND source_row = 2));
 \set VERBOSITY terse
 
+-- A 1.1 float key is a JSON number, so its text is the number's, not the
+-- float's (0.000012345678901234568 for 1.2345678901234568e-05): taken
+-- when it has more digits than extra_float_digits 0 writes, refused with 15.
+CREATE TABLE fe (f double precision PRIMARY KEY, name text, v bigint NOT NULL,
+                 gone boolean NOT NULL DEFAULT false, h bytea);
+SELECT reconcile_register('fe', '{f}', 'v', 'gone', 'h');
+CREATE TABLE fe_stage (object_key text, source_row int, operation text,
+                       f double precision, name text, v bigint);
+INSERT INTO fe_stage VALUES ('e', 1, 'UPSERT', 1.2345678901234567e-05, 'a', 1),
+                            ('e', 2, 'UPSERT', 1.2345678901234567e-05, 'b', 1);
+SELECT status, conflicts FROM reconcile_batch('fe', 'fe_stage',
+    '[{"object_key":"e","version_id":"1","content_hash":"h","rows":2}]');
+CREATE FUNCTION resolve_fe_11(k jsonb) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    res text;
+BEGIN
+    UPDATE reconcile.conflicts SET key = k, key_pinned = false WHERE target = 'fe'::regclass;
+    SELECT outcome INTO res FROM reconcile_resolve('fe',
+        reconcile_batch_id('[{"object_key":"e","version_id":"1","content_hash":"h","rows":2}]'), k,
+        (SELECT staged_hash FROM reconcile.conflicts WHERE target = 'fe'::regclass AND source_row = 2));
+    DELETE FROM reconcile.resolutions WHERE target = 'fe'::regclass;
+    DELETE FROM fe;
+    RETURN res;
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE;
+END $$;
+SELECT k, resolve_fe_11(k::jsonb) FROM (VALUES ('{"f": 0.000012345678901234568}'),
+                                              ('{"f": 0.0000123456789012346}')) x(k);
+
 DROP TABLE dk, dk_stage, fk, fk_stage, mk, mk_stage, setting_pairs, tk, tk_stage, rj, rj_stage, ds, dt,
-    ok, ok_stage, held_11 CASCADE;
-DROP FUNCTION apply_settings(text[]), round_trip(int), findings_under(text[]), resolve_11(int);
+    ok, ok_stage, held_11, fe, fe_stage CASCADE;
+DROP FUNCTION apply_settings(text[]), round_trip(int), findings_under(text[]), resolve_11(int),
+    resolve_fe_11(jsonb);
 DROP EXTENSION reconcile;

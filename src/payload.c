@@ -343,19 +343,25 @@ held_text_exact(TargetColumn *c, const char *text, Datum value, const char *pinn
 {
 	Oid			type = getBaseType(c->typid);
 
-	if (strcmp(text, pinned) == 0)
+	if (type == FLOAT4OID || type == FLOAT8OID)
 	{
 		int			digits;
 
-		if (type != FLOAT4OID && type != FLOAT8OID)
-			return true;
-		/* extra_float_digits 0 or less writes at most FLT_DIG / DBL_DIG digits. */
-		if (strcmp(text, "NaN") == 0 || strcmp(text, "Infinity") == 0 ||
-			strcmp(text, "-Infinity") == 0)
-			return true;
+		/* NaN and the infinities are strings in the key. */
+		if (!json_value_is_number(type, pinned) || !json_value_is_number(type, text))
+			return strcmp(text, pinned) == 0;
+		/*
+		 * extra_float_digits 0 or less writes at most FLT_DIG / DBL_DIG
+		 * digits, rounded; more than 0 (the default 1) the shortest text
+		 * that reads back exactly.  A text with more digits is the latter:
+		 * it reads as the float that was written, whatever its form as a
+		 * JSON number (0.00001 for 1e-05).
+		 */
 		digits = significant_digits(text);
 		return digits == 0 || digits > (type == FLOAT4OID ? FLT_DIG : DBL_DIG);
 	}
+	if (strcmp(text, pinned) == 0)
+		return true;
 	if (type == TIMESTAMPTZOID)
 	{
 		/* Written with a numeric offset: the ISO form in that offset. */
