@@ -22,6 +22,22 @@ SELECT batch_id AS b1 FROM reconcile.receipts WHERE target = 'acct'::regclass \g
 SELECT encode(staged_hash, 'hex') AS bo_hash FROM reconcile.conflicts
  WHERE target = 'acct'::regclass AND key = '{"id": 3}' ORDER BY staged_hash LIMIT 1 \gset
 SELECT status, outcome FROM reconcile_resolve('acct', :'b1', '{"id": 3}', decode(:'bo_hash', 'hex'));
+-- Keys held as 1.1 wrote them, in the loading session's settings
+-- (simulated: this library writes them pinned even on a 1.1 schema): a
+-- date under 'SQL, DMY', and one in ISO form.
+CREATE TABLE dated (d date PRIMARY KEY, name text, v bigint NOT NULL,
+                    gone boolean NOT NULL DEFAULT false, h bytea);
+CREATE TABLE dated_stage (object_key text, source_row int, operation text, d date, name text, v bigint);
+SELECT reconcile_register('dated', '{d}', 'v', 'gone', 'h');
+INSERT INTO dated VALUES ('2024-01-02', 'January', 1);
+INSERT INTO dated_stage VALUES ('o1', 1, 'UPSERT', '2024-02-01', 'Feb A', 1),
+                               ('o1', 2, 'UPSERT', '2024-02-01', 'Feb B', 1),
+                               ('o1', 3, 'UPSERT', '2024-03-01', 'Mar A', 1),
+                               ('o1', 4, 'UPSERT', '2024-03-01', 'Mar B', 1);
+SELECT status, conflicts FROM reconcile_batch('dated', 'dated_stage',
+    '[{"object_key":"o1","version_id":"1","content_hash":"h","rows":4}]');
+UPDATE reconcile.conflicts SET key = '{"d": "01/02/2024"}'
+ WHERE target = 'dated'::regclass AND key = '{"d": "2024-02-01"}';
 INSERT INTO acct_copy VALUES (1, 'Ana'), (5, 'Eve');
 INSERT INTO reconcile.diff_jobs VALUES ('acct', 'public.acct_copy', 'public.acct', '{id}', '{"compare": ["name"]}');
 SELECT job, findings FROM reconcile_diff_run();
@@ -65,6 +81,27 @@ SELECT status, outcome FROM reconcile_resolve('acct', :'b1', '{"id": 4}', decode
 SELECT id, name, v FROM acct ORDER BY id;
 SELECT job, findings FROM reconcile_diff_run();
 
-DROP TABLE acct, acct_stage, acct_copy, before_upgrade;
+-- Keys held before the update are marked as 1.1's (key_pinned false):
+-- one in ISO form is resolved, one written under 'SQL, DMY' (1 February
+-- or 2 January?) is refused rather than written into another row.
+SELECT target, key_pinned, count(*) FROM reconcile.conflicts GROUP BY 1, 2 ORDER BY target::text, 2;
+SELECT status, outcome FROM reconcile_resolve('dated',
+    (SELECT batch_id FROM reconcile.receipts WHERE target = 'dated'::regclass), '{"d": "2024-03-01"}',
+    (SELECT staged_hash FROM reconcile.conflicts WHERE target = 'dated'::regclass AND source_row = 4));
+SET datestyle = 'SQL, MDY';
+SELECT status, outcome FROM reconcile_resolve('dated',
+    (SELECT batch_id FROM reconcile.receipts WHERE target = 'dated'::regclass), '{"d": "01/02/2024"}',
+    (SELECT staged_hash FROM reconcile.conflicts WHERE target = 'dated'::regclass AND source_row = 2));
+SET datestyle = ISO;
+SELECT d, name, v FROM dated ORDER BY d;
+RESET datestyle;
+-- Keys held from now on are 1.2's.
+INSERT INTO dated_stage VALUES ('o2', 1, 'UPSERT', '2024-04-01', 'Apr A', 1),
+                               ('o2', 2, 'UPSERT', '2024-04-01', 'Apr B', 1);
+SELECT status, conflicts FROM reconcile_batch('dated', 'dated_stage',
+    '[{"object_key":"o2","version_id":"1","content_hash":"h","rows":2}]');
+SELECT DISTINCT key, key_pinned FROM reconcile.conflicts WHERE object_key = 'o2';
+
+DROP TABLE acct, acct_stage, acct_copy, before_upgrade, dated, dated_stage;
 DROP FUNCTION state_rows(), same_row(jsonb, jsonb);
 DROP EXTENSION reconcile;

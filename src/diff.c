@@ -50,6 +50,7 @@
 #include "args.h"
 #include "diff.h"
 #include "jsonbuild.h"
+#include "pinned.h"
 #include "sqlname.h"
 
 /*
@@ -177,7 +178,13 @@ compare_keys(DiffExec *ex, Datum *av, bool *an, Datum *bv, bool *bn)
  * ---------------------------------------------------------------------
  */
 
-/* A column's value: dates and times as ISO 8601, json and jsonb embedded. */
+/*
+ * A column's value: dates and times as ISO 8601, json and jsonb embedded;
+ * the caller has pinned the settings (pinned.c), so that a finding (and
+ * reconcile.diff_results) writes the same key and values in every session:
+ * a timestamptz in UTC, a float as its shortest exact text, an interval in
+ * the postgres style.
+ */
 static void
 push_column(JsonbParseState **st, DiffColumn *c, Datum d, bool isnull)
 {
@@ -185,26 +192,49 @@ push_column(JsonbParseState **st, DiffColumn *c, Datum d, bool isnull)
 					 JSONB_DATUM_ISO_DATETIME | JSONB_DATUM_EMBED_JSON);
 }
 
+/* Whether a key or compared column's text form names an object. */
+static bool
+findings_name_objects(DiffSpec *spec)
+{
+	for (int i = 0; i < spec->nkeys; i++)
+		if (type_names_objects(spec->keys[i].basetype))
+			return true;
+	for (int i = 0; i < spec->ncols; i++)
+		if (type_names_objects(spec->cols[i].basetype))
+			return true;
+	return false;
+}
+
 static Jsonb *
 key_jsonb(DiffExec *ex, Datum *v, bool *n)
 {
 	JsonbParseState *st = NULL;
-	JsonbValue *res;
+	JsonbValue *volatile res = NULL;
+	PinnedSettings saved;
 
-	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
-	for (int i = 0; i < ex->spec->nkeys; i++)
+	pinned_settings_enter(&saved, findings_name_objects(ex->spec));
+	PG_TRY();
 	{
-		jsonb_push_key(&st, ex->spec->keys[i].name);
-		push_column(&st, &ex->spec->keys[i], v[i], n[i]);
+		pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+		for (int i = 0; i < ex->spec->nkeys; i++)
+		{
+			jsonb_push_key(&st, ex->spec->keys[i].name);
+			push_column(&st, &ex->spec->keys[i], v[i], n[i]);
+		}
+		res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	}
-	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
+	PG_FINALLY();
+	{
+		pinned_settings_leave(&saved);
+	}
+	PG_END_TRY();
 	return JsonbValueToJsonb(res);
 }
 
 /* The compared columns of a row (which == NULL: all) as an object. */
 static JsonbValue *
-push_values(JsonbParseState **st, DiffExec *ex, Datum *v, bool *n,
-			int *which, int nwhich)
+push_row_values(JsonbParseState **st, DiffExec *ex, Datum *v, bool *n,
+				int *which, int nwhich)
 {
 	int			k = ex->spec->nkeys;
 	int			count = which ? nwhich : ex->spec->ncols;
@@ -218,6 +248,27 @@ push_values(JsonbParseState **st, DiffExec *ex, Datum *v, bool *n,
 		push_column(st, &ex->spec->cols[i], v[k + i], n[k + i]);
 	}
 	return pushJsonbValue(st, WJB_END_OBJECT, NULL);
+}
+
+/* The same, under the pinned settings. */
+static JsonbValue *
+push_values(JsonbParseState **st, DiffExec *ex, Datum *v, bool *n,
+			int *which, int nwhich)
+{
+	JsonbValue *volatile res = NULL;
+	PinnedSettings saved;
+
+	pinned_settings_enter(&saved, findings_name_objects(ex->spec));
+	PG_TRY();
+	{
+		res = push_row_values(st, ex, v, n, which, nwhich);
+	}
+	PG_FINALLY();
+	{
+		pinned_settings_leave(&saved);
+	}
+	PG_END_TRY();
+	return res;
 }
 
 static Jsonb *

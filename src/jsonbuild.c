@@ -102,19 +102,24 @@ jsonb_from_datum(Datum d, Oid type)
 /*
  * Whether a value of type, given as its output text, goes into JSON as a
  * number: integers, numeric and floats whose text is a JSON number (not
- * NaN or Infinity).  The one test of "is this a number" in reconcile.
+ * NaN or Infinity).  A float's negative zero stays text: a jsonb number is
+ * a numeric, which has no sign on zero, and the value would read back as
+ * +0.  The one test of "is this a number" in reconcile.
  */
 bool
 json_value_is_number(Oid type, const char *text)
 {
 	switch (type)
 	{
+		case FLOAT4OID:
+		case FLOAT8OID:
+			if (strcmp(text, "-0") == 0)
+				return false;
+			/* FALLTHROUGH */
 		case INT2OID:
 		case INT4OID:
 		case INT8OID:
 		case NUMERICOID:
-		case FLOAT4OID:
-		case FLOAT8OID:
 			return IsValidJsonNumber(text, strlen(text));
 		default:
 			return false;

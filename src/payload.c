@@ -8,13 +8,14 @@
  * where v1..vn are the payload columns in the target's column order, each
  * a JSON string holding the value's PostgreSQL text form (or null), and
  * deleted is true for a DELETE and false for an UPSERT.  Text forms are
- * produced with DateStyle ISO, TimeZone UTC, IntervalStyle postgres,
- * extra_float_digits 1 and bytea_output hex whatever the session says, and
- * object names (regclass and the other reg* types) with search_path
- * pg_catalog, so schema-qualified: the same payload has the same hash in
- * every session.
+ * produced under the pinned settings of pinned.c whatever the session
+ * says: the same payload has the same hash in every session.  The key and
+ * the payload a conflict holds are written and read back under the same
+ * settings.
  */
 #include "postgres.h"
+
+#include <float.h>
 
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -25,57 +26,12 @@
 #include "utils/datetime.h"
 #include "utils/float.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 
 #include "jsonbuild.h"
 #include "payload.h"
-
-typedef struct OutputSettings
-{
-	int			date_style;
-	int			date_order;
-	int			interval_style;
-	int			float_digits;
-	int			bytea;
-	pg_tz	   *tz;
-} OutputSettings;
-
-/*
- * The settings are assigned directly and put back in a PG_FINALLY rather
- * than through set_config_option and a GUC nest level, as postgres_fdw's
- * set_transmission_modes does: this runs for every staged row, and the GUC
- * machinery's cost per call would show in a batch's time.
- */
-static void
-output_settings_pin(OutputSettings *saved)
-{
-	static pg_tz *utc = NULL;
-
-	if (utc == NULL)
-		utc = pg_tzset("UTC");
-	saved->date_style = DateStyle;
-	saved->date_order = DateOrder;
-	saved->interval_style = IntervalStyle;
-	saved->float_digits = extra_float_digits;
-	saved->bytea = bytea_output;
-	saved->tz = session_timezone;
-	DateStyle = USE_ISO_DATES;
-	DateOrder = DATEORDER_YMD;
-	IntervalStyle = INTSTYLE_POSTGRES;
-	extra_float_digits = 1;
-	bytea_output = BYTEA_OUTPUT_HEX;
-	session_timezone = utc;
-}
-
-static void
-output_settings_restore(OutputSettings *saved)
-{
-	DateStyle = saved->date_style;
-	DateOrder = saved->date_order;
-	IntervalStyle = saved->interval_style;
-	extra_float_digits = saved->float_digits;
-	bytea_output = saved->bytea;
-	session_timezone = saved->tz;
-}
+#include "pinned.h"
 
 /*
  * Append str as a JSON string, byte for byte what escape_json writes, but
@@ -136,17 +92,11 @@ payload_hash_compute(TargetInfo *t, Datum *values, bool *isnull,
 					 bool is_delete, Sha256Ctx *sha, uint8 *digest)
 {
 	StringInfoData buf;
-	OutputSettings saved;
+	PinnedSettings saved;
 
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '[');
-	output_settings_pin(&saved);
-	if (t->payload_names_objects)
-	{
-		OverrideSearchPath path = {NIL, true, false, 0};
-
-		PushOverrideSearchPath(&path);
-	}
+	pinned_settings_enter(&saved, t->payload_names_objects);
 	PG_TRY();
 	{
 		for (int i = 0; i < t->npayload; i++)
@@ -160,9 +110,7 @@ payload_hash_compute(TargetInfo *t, Datum *values, bool *isnull,
 	}
 	PG_FINALLY();
 	{
-		output_settings_restore(&saved);
-		if (t->payload_names_objects)
-			PopOverrideSearchPath();
+		pinned_settings_leave(&saved);
 	}
 	PG_END_TRY();
 	appendStringInfoString(&buf, is_delete ? "true]" : "false]");
@@ -170,29 +118,53 @@ payload_hash_compute(TargetInfo *t, Datum *values, bool *isnull,
 	pfree(buf.data);
 }
 
+/* Whether a key column's text form names an object (see pinned.c). */
+static bool
+keys_name_objects(TargetInfo *t)
+{
+	for (int i = 0; i < t->nkeys; i++)
+		if (type_names_objects(t->keys[i].typid))
+			return true;
+	return false;
+}
+
 /*
  * The key as a jsonb object, the same value key_to_json writes: numbers and
- * booleans as such, the rest as text.
+ * booleans as such, the rest as text, under the pinned settings, as
+ * reconcile.conflicts holds it.
  */
 Jsonb *
 key_to_jsonb(TargetInfo *t, Datum *values)
 {
 	JsonbParseState *st = NULL;
-	JsonbValue *res;
+	JsonbValue *volatile res = NULL;
+	PinnedSettings saved;
 
-	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
-	for (int i = 0; i < t->nkeys; i++)
+	pinned_settings_enter(&saved, keys_name_objects(t));
+	PG_TRY();
 	{
-		TargetColumn *k = &t->keys[i];
+		pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+		for (int i = 0; i < t->nkeys; i++)
+		{
+			TargetColumn *k = &t->keys[i];
 
-		jsonb_push_key(&st, k->name);
-		jsonb_push_datum(&st, WJB_VALUE, values[i], false, k->typid, &k->out, 0);
+			jsonb_push_key(&st, k->name);
+			jsonb_push_datum(&st, WJB_VALUE, values[i], false, k->typid, &k->out, 0);
+		}
+		res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	}
-	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
+	PG_FINALLY();
+	{
+		pinned_settings_leave(&saved);
+	}
+	PG_END_TRY();
 	return JsonbValueToJsonb(res);
 }
 
-/* The key as a JSON object: numbers and booleans as such, the rest as text. */
+/*
+ * The key as a JSON object, for messages: numbers and booleans as such, the
+ * rest as text, under the pinned settings.
+ */
 char *
 key_to_json(TargetInfo *t, Datum *values)
 {
@@ -203,7 +175,7 @@ key_to_json(TargetInfo *t, Datum *values)
 	for (int i = 0; i < t->nkeys; i++)
 	{
 		TargetColumn *k = &t->keys[i];
-		char	   *text = OutputFunctionCall(&k->out, values[i]);
+		char	   *text = pinned_output(&k->out, values[i], type_names_objects(k->typid));
 
 		if (i > 0)
 			appendStringInfoChar(&buf, ',');
@@ -227,15 +199,9 @@ payload_to_jsonb(TargetInfo *t, Datum *values, bool *isnull)
 {
 	JsonbParseState *st = NULL;
 	JsonbValue *volatile res = NULL;
-	OutputSettings saved;
+	PinnedSettings saved;
 
-	output_settings_pin(&saved);
-	if (t->payload_names_objects)
-	{
-		OverrideSearchPath path = {NIL, true, false, 0};
-
-		PushOverrideSearchPath(&path);
-	}
+	pinned_settings_enter(&saved, t->payload_names_objects);
 	PG_TRY();
 	{
 		pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
@@ -250,9 +216,7 @@ payload_to_jsonb(TargetInfo *t, Datum *values, bool *isnull)
 	}
 	PG_FINALLY();
 	{
-		output_settings_restore(&saved);
-		if (t->payload_names_objects)
-			PopOverrideSearchPath();
+		pinned_settings_leave(&saved);
 	}
 	PG_END_TRY();
 	return JsonbValueToJsonb(res);
@@ -305,7 +269,7 @@ object_field(Jsonb *jb, const char *name)
 void
 payload_from_jsonb(TargetInfo *t, Jsonb *jb, Datum *values, bool *isnull)
 {
-	OutputSettings saved;
+	PinnedSettings saved;
 
 	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_COUNT(jb) != t->npayload)
 		ereport(ERROR,
@@ -314,7 +278,7 @@ payload_from_jsonb(TargetInfo *t, Jsonb *jb, Datum *values, bool *isnull)
 				 errdetail("The payload has %d fields, the registration names %d payload columns.",
 						   JB_ROOT_IS_OBJECT(jb) ? (int) JB_ROOT_COUNT(jb) : -1, t->npayload),
 				 errhint("The target was registered again with other payload columns since the batch; resolve the key by hand.")));
-	output_settings_pin(&saved);
+	pinned_settings_enter(&saved, t->payload_names_objects);
 	PG_TRY();
 	{
 		for (int i = 0; i < t->npayload; i++)
@@ -335,37 +299,213 @@ payload_from_jsonb(TargetInfo *t, Jsonb *jb, Datum *values, bool *isnull)
 	}
 	PG_FINALLY();
 	{
-		output_settings_restore(&saved);
+		pinned_settings_leave(&saved);
 	}
 	PG_END_TRY();
 }
 
+/* Significant digits of a number's text: "0.00120" has 2, "0" none. */
+static int
+significant_digits(const char *text)
+{
+	int			first = -1;
+	int			last = -1;
+	int			n = 0;
+
+	for (const char *p = text; *p && *p != 'e' && *p != 'E'; p++)
+	{
+		if (*p < '0' || *p > '9')
+			continue;
+		if (*p != '0')
+		{
+			if (first < 0)
+				first = n;
+			last = n;
+		}
+		n++;
+	}
+	return first < 0 ? 0 : last - first + 1;
+}
+
 /*
- * Read a key object (as key_to_jsonb writes it) into the target's key
- * types; the caller checks that it writes back the same.  Refuses a key
- * that does not name exactly the key columns, or names one null.
+ * Whether text, a key column's value as reconcile 1.1 held it (written with
+ * the loading session's DateStyle, IntervalStyle, TimeZone and
+ * extra_float_digits, which are not known), names value and nothing else
+ * whatever those settings were.  value is text read under the pinned
+ * settings (which are in force), pinned its pinned text form.  Only forms
+ * that no other setting writes for another value are taken: ISO dates and
+ * times (a timestamptz with a numeric offset), intervals in the postgres or
+ * ISO 8601 style, floats with more digits than extra_float_digits 0 writes;
+ * the rest of the types have one text form.
+ */
+static bool
+held_text_exact(TargetColumn *c, const char *text, Datum value, const char *pinned)
+{
+	Oid			type = getBaseType(c->typid);
+
+	if (type == FLOAT4OID || type == FLOAT8OID)
+	{
+		int			digits;
+
+		/* NaN and the infinities are strings in the key. */
+		if (!json_value_is_number(type, pinned) || !json_value_is_number(type, text))
+			return strcmp(text, pinned) == 0;
+		/*
+		 * extra_float_digits 0 or less writes at most FLT_DIG / DBL_DIG
+		 * digits, rounded; more than 0 (the default 1) the shortest text
+		 * that reads back exactly.  A text with more digits is the latter:
+		 * it reads as the float that was written, whatever its form as a
+		 * JSON number (0.00001 for 1e-05).
+		 */
+		digits = significant_digits(text);
+		return digits == 0 || digits > (type == FLOAT4OID ? FLT_DIG : DBL_DIG);
+	}
+	if (strcmp(text, pinned) == 0)
+		return true;
+	if (type == TIMESTAMPTZOID)
+	{
+		/* Written with a numeric offset: the ISO form in that offset. */
+		Timestamp	wall = DatumGetTimestamp(DirectFunctionCall3(timestamp_in,
+																 CStringGetDatum(text),
+																 ObjectIdGetDatum(InvalidOid),
+																 Int32GetDatum(-1)));
+		int64		offset = wall - DatumGetTimestampTz(value);
+		pg_tz	   *saved_tz = session_timezone;
+		char	   *form;
+
+		if (TIMESTAMP_NOT_FINITE(wall) || offset % USECS_PER_SEC != 0)
+			return false;
+		/* On error the caller's PG_FINALLY puts the session's zone back. */
+		session_timezone = pg_tzset_offset(-(long) (offset / USECS_PER_SEC));
+		form = OutputFunctionCall(&c->out, value);
+		session_timezone = saved_tz;
+		return strcmp(text, form) == 0;
+	}
+	if (type == INTERVALOID)
+	{
+		/* ISO 8601 intervals read the same under every IntervalStyle. */
+		int			saved_style = IntervalStyle;
+		char	   *form;
+
+		IntervalStyle = INTSTYLE_ISO_8601;
+		form = OutputFunctionCall(&c->out, value);
+		IntervalStyle = saved_style;
+		return strcmp(text, form) == 0;
+	}
+	return false;
+}
+
+/*
+ * Read a value of a key held by reconcile 1.1 under the pinned settings:
+ * false when it is not a valid value there ('13/02/2024', written under
+ * DateOrder DMY).  Only the errors of built-in input functions are caught
+ * (stage.c's input_value says why); others propagate.
+ */
+static bool
+held_input(TargetColumn *c, char *text, Datum *value)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool ok = true;
+
+	if (!c->catch_directly)
+	{
+		*value = InputFunctionCall(&c->in, text, c->ioparam, c->typmod);
+		return true;
+	}
+	PG_TRY();
+	{
+		*value = InputFunctionCall(&c->in, text, c->ioparam, c->typmod);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+			PG_RE_THROW();
+		FlushErrorState();
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
+/*
+ * Read a held key object (as key_to_jsonb writes it) back into the target's
+ * key types, under the pinned settings, and make sure it is exactly the key
+ * the batch held.  pinned says the key was written under them (reconcile
+ * 1.2): it must then write back as it was held.  A key held by reconcile
+ * 1.1 was written under the loading session's settings: each of its values
+ * must be in a form that names one value whatever those were
+ * (held_text_exact).  Anything else is refused: the key would name another
+ * row.  Refuses too a key that does not name exactly the key columns, or
+ * names one null.  batch_id is for messages.
  */
 void
-key_from_jsonb(TargetInfo *t, Jsonb *jb, Datum *values)
+key_from_jsonb(TargetInfo *t, Jsonb *jb, bool pinned, const char *batch_id, Datum *values)
 {
+	char	   *keytext = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
+	PinnedSettings saved;
+	const char *volatile inexact = NULL;
+	char	   *volatile inexact_text = NULL;
+
 	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_COUNT(jb) != t->nkeys)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("key %s does not name the key columns of table \"%s\"",
-						JsonbToCString(NULL, &jb->root, VARSIZE(jb)), t->relname),
+						keytext, t->relname),
 				 errdetail("A key is a JSON object with one field per key column, as reconcile.conflicts.key shows it.")));
-	for (int i = 0; i < t->nkeys; i++)
+	pinned_settings_enter(&saved, keys_name_objects(t));
+	PG_TRY();
 	{
-		TargetColumn *c = &t->keys[i];
-		JsonbValue *v = object_field(jb, c->name);
-		char	   *text = v ? json_scalar_text(v, "key", c->name) : NULL;
+		for (int i = 0; i < t->nkeys; i++)
+		{
+			TargetColumn *c = &t->keys[i];
+			JsonbValue *v = object_field(jb, c->name);
+			char	   *text = v ? json_scalar_text(v, "key", c->name) : NULL;
 
-		if (text == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("key %s does not name the key columns of table \"%s\"",
-							JsonbToCString(NULL, &jb->root, VARSIZE(jb)), t->relname),
-					 errdetail("Key column \"%s\" is missing or null.", c->name)));
-		values[i] = InputFunctionCall(&c->in, text, c->ioparam, c->typmod);
+			if (text == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("key %s does not name the key columns of table \"%s\"",
+								keytext, t->relname),
+						 errdetail("Key column \"%s\" is missing or null.", c->name)));
+			if (pinned)
+				values[i] = InputFunctionCall(&c->in, text, c->ioparam, c->typmod);
+			else if (!held_input(c, text, &values[i]) ||
+					 !held_text_exact(c, text, values[i], OutputFunctionCall(&c->out, values[i])))
+			{
+				if (inexact == NULL)
+				{
+					inexact = c->name;
+					inexact_text = text;
+				}
+			}
+		}
 	}
+	PG_FINALLY();
+	{
+		pinned_settings_leave(&saved);
+	}
+	PG_END_TRY();
+
+	if (inexact != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("key %s of batch %s in table \"%s\" does not name one key exactly",
+						keytext, batch_id, t->relname),
+				 errdetail("The key was held by reconcile 1.1, which wrote it with the loading session's DateStyle, IntervalStyle, TimeZone and extra_float_digits; \"%s\" of column \"%s\" may stand for another value under other settings.",
+						   inexact_text, inexact),
+				 errhint("Load the payload to keep with a new batch at a higher version; keys held by reconcile 1.2 are written in a form independent of the session.")));
+	if (pinned &&
+		!DatumGetBool(DirectFunctionCall2(jsonb_eq, JsonbPGetDatum(key_to_jsonb(t, values)),
+										  JsonbPGetDatum(jb))))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("key %s of batch %s in table \"%s\" does not read back as the same key",
+						keytext, batch_id, t->relname),
+				 errdetail("The key's columns read it back as %s.", key_to_json(t, values)),
+				 errhint("The target's key columns changed type since the batch; load the payload to keep with a new batch at a higher version.")));
 }

@@ -16,7 +16,8 @@ extern void payload_hash_compute(TargetInfo *target, Datum *values,
 								 Sha256Ctx *sha, uint8 *digest);
 extern char *key_to_json(TargetInfo *target, Datum *values);
 extern Jsonb *key_to_jsonb(TargetInfo *target, Datum *values);
-extern void key_from_jsonb(TargetInfo *target, Jsonb *key, Datum *values);
+extern void key_from_jsonb(TargetInfo *target, Jsonb *key, bool pinned,
+						   const char *batch_id, Datum *values);
 extern Jsonb *payload_to_jsonb(TargetInfo *target, Datum *values, bool *isnull);
 extern void payload_from_jsonb(TargetInfo *target, Jsonb *payload, Datum *values,
 							   bool *isnull);

@@ -130,20 +130,27 @@ batch_committed(Oid relid, text *batch_id)
 	return SPI_processed > 0;
 }
 
-/* The key's held rows, highest version first; *stored_key: the key as held. */
+/*
+ * The key's held rows, highest version first; *stored_key: the key as held,
+ * *pinned: whether it was written under the pinned settings (pinned.c), as
+ * reconcile 1.2 writes it (reconcile.conflicts.key_pinned), rather than
+ * under the loading session's by 1.1.
+ */
 static HeldRow *
-read_held(Oid relid, text *batch_id, Jsonb *key, int *nrows, Jsonb **stored_key)
+read_held(Oid relid, text *batch_id, Jsonb *key, int *nrows, Jsonb **stored_key,
+		  bool *pinned)
 {
 	Oid			types[3] = {REGCLASSOID, TEXTOID, JSONBOID};
 	Datum		args[3] = {ObjectIdGetDatum(relid), PointerGetDatum(batch_id), JsonbPGetDatum(key)};
 	HeldRow    *rows;
 
-	state_query_latest("SELECT version, staged_hash, existing_hash, deleted, staged_payload,"
-					   " existing_payload IS NOT NULL, key FROM reconcile.conflicts"
+	state_query_latest(psprintf("SELECT version, staged_hash, existing_hash, deleted, staged_payload,"
+					   " existing_payload IS NOT NULL, key, %s FROM reconcile.conflicts"
 					   " WHERE target OPERATOR(pg_catalog.=) $1"
 					   " AND batch_id OPERATOR(pg_catalog.=) $2"
 					   " AND key OPERATOR(pg_catalog.=) $3"
 					   " ORDER BY version DESC, object_key COLLATE pg_catalog.\"C\", source_row",
+							   state_has_column("conflicts", "key_pinned") ? "key_pinned" : "false"),
 					   3, types, args, 0);
 	*nrows = (int) SPI_processed;
 	rows = palloc0(sizeof(HeldRow) * Max(*nrows, 1));
@@ -169,7 +176,10 @@ read_held(Oid relid, text *batch_id, Jsonb *key, int *nrows, Jsonb **stored_key)
 					 errdetail("Conflicts recorded before reconcile 1.1 keep their hashes only."),
 					 errhint("Load the payload to keep with a new batch at a higher version.")));
 		if (i == 0)
+		{
 			*stored_key = (Jsonb *) DatumGetPointer(copy_datum(tup, desc, 7, &isnull));
+			*pinned = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
+		}
 	}
 	return rows;
 }
@@ -266,6 +276,7 @@ reconcile_resolve(PG_FUNCTION_ARGS)
 	HeldRow    *rows;
 	int			nrows;
 	Jsonb	   *stored_key = NULL;
+	bool		key_pinned = false;
 	char	   *keytext;
 	int64		v;
 	HeldRow    *w = NULL;		/* the row to load, NULL: the target's is kept */
@@ -342,7 +353,7 @@ reconcile_resolve(PG_FUNCTION_ARGS)
 				 errmsg("batch %s was not committed into table \"%s\"",
 						text_to_cstring(batch_id), t->relname),
 				 errhint("The batches of a target are in reconcile.receipts.")));
-	rows = read_held(relid, batch_id, key, &nrows, &stored_key);
+	rows = read_held(relid, batch_id, key, &nrows, &stored_key, &key_pinned);
 	if (nrows == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -384,15 +395,9 @@ reconcile_resolve(PG_FUNCTION_ARGS)
 		w = &rows[0];
 	wversion = w ? w->version : v;
 
-	/* The key in the target's types; it must write back as it was held. */
+	/* The key in the target's types, exactly as it was held, or refused. */
 	keys = palloc(sizeof(Datum) * t->nkeys);
-	key_from_jsonb(t, stored_key, keys);
-	if (!DatumGetBool(DirectFunctionCall2(jsonb_eq, JsonbPGetDatum(key_to_jsonb(t, keys)),
-										  JsonbPGetDatum(stored_key))))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("key %s of table \"%s\" does not read back as the same key", keytext, t->relname),
-				 errhint("Resolve with the DateStyle and TimeZone the batch ran with.")));
+	key_from_jsonb(t, stored_key, key_pinned, text_to_cstring(batch_id), keys);
 
 	/*
 	 * The target as it is now.  Under REPEATABLE READ the transaction's

@@ -44,6 +44,7 @@
 #include "citus.h"
 #include "loader.h"
 #include "payload.h"
+#include "pinned.h"
 #include "progress.h"
 #include "receiver.h"
 #include "rules.h"
@@ -65,6 +66,7 @@ typedef struct StagedColumn
 	int			pos;			/* in the staged query's result */
 	bool		convert;		/* type differs: cast through its text form */
 	FmgrInfo	staged_out;		/* the staged type's output function */
+	bool		staged_names_objects;	/* its text form names objects */
 } StagedColumn;
 
 typedef struct StageReader
@@ -397,6 +399,12 @@ stage_row(StageReader *r, TupleTableSlot *in)
 			raw = OutputFunctionCall(&sc->staged_out, d);
 			if (!input_value(col, raw, dest, &error))
 			{
+				/*
+				 * reconcile.rejects holds the value as the pinned settings
+				 * write it (pinned.c), not as this session does: the
+				 * same staged value is one raw_value in every session.
+				 */
+				raw = pinned_output(&sc->staged_out, d, sc->staged_names_objects);
 				if (is_version)
 					REJECT(col->name, raw, "version is not a valid %s: %s",
 						   format_type_be(col->typid), error);
@@ -703,6 +711,7 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 
 			getTypeOutputInfo(att->atttypid, &outfunc, &varlena);
 			fmgr_info(outfunc, &sc->staged_out);
+			sc->staged_names_objects = type_names_objects(att->atttypid);
 		}
 		appendStringInfo(sql, ", s.%s", quote_identifier(sc->tcol->name));
 	}

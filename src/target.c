@@ -41,6 +41,7 @@
 #include "args.h"
 #include "citus.h"
 #include "sqlname.h"
+#include "pinned.h"
 #include "target.h"
 #include "state.h"
 
@@ -154,29 +155,6 @@ static bool
 is_integer_type(Oid typid)
 {
 	return typid == INT2OID || typid == INT4OID || typid == INT8OID;
-}
-
-/* Types whose text form depends on search_path. */
-static bool
-is_object_name_type(Oid typid)
-{
-	switch (typid)
-	{
-		case REGCLASSOID:
-		case REGTYPEOID:
-		case REGPROCOID:
-		case REGPROCEDUREOID:
-		case REGOPEROID:
-		case REGOPERATOROID:
-		case REGCONFIGOID:
-		case REGDICTIONARYOID:
-		case REGNAMESPACEOID:
-		case REGROLEOID:
-		case REGCOLLATIONOID:
-			return true;
-		default:
-			return false;
-	}
 }
 
 /*
@@ -516,7 +494,7 @@ resolve_target(Oid relid, char **keys, int nkeys, const char *version,
 	}
 
 	for (int i = 0; i < t->npayload; i++)
-		if (is_object_name_type(t->payload[i].typid))
+		if (type_names_objects(t->payload[i].typid))
 			t->payload_names_objects = true;
 
 	t->key_index = find_key_index(rel, nkeys, t->keys);
