@@ -14,6 +14,7 @@
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "utils/jsonb.h"
+#include "utils/numeric.h"
 
 typedef enum RuleSeverity
 {
@@ -39,6 +40,8 @@ typedef struct Rule
 	/* rules_parse_for_report: why the rule does not pass its checks */
 	char	   *error;
 	int			sqlerrcode;
+	/* Thresholds (rules_threshold.c); all absent: any violation fails. */
+	struct RuleThreshold *threshold;	/* NULL when the rule has none */
 } Rule;
 
 typedef struct RuleSet
@@ -87,6 +90,23 @@ extern SPIPlanPtr rules_prepare_dataset(Rule *r, const char *sql, int nargs, Oid
 extern void rules_plan_row_rule(Rule *r, const char *relsql, const char *alias,
 								bool attached, Node **expr);
 extern void rules_refuse_volatile(Rule *r, Node *query);
+
+/* ---- rules_threshold.c: how many violations a rule tolerates ---- */
+
+typedef struct RuleThreshold
+{
+	Numeric		mostly;			/* share of rows that must be valid, or NULL */
+	Numeric		max_invalid_share;	/* share of rows that may violate, or NULL */
+	int64		max_invalid;	/* row rules: violating rows tolerated, or -1 */
+	int64		max_rows;		/* dataset checks: rows tolerated, or -1 */
+} RuleThreshold;
+
+extern bool rules_parse_threshold_key(Rule *r, const char *key, JsonbValue *v,
+									  const char *where);
+extern bool rule_within_threshold(const Rule *r, int64 invalid, int64 total);
+extern char *rule_threshold_text(const Rule *r);
+extern void rules_push_threshold(JsonbParseState **st, const Rule *r);
+extern Jsonb *rule_threshold_jsonb(const Rule *r);
 
 /* ---- rules_eval.c: evaluating row rules on scanned rows ---- */
 

@@ -226,7 +226,9 @@ struct BatchRules
 	QueryDesc  *rowquery;		/* started while the staged rows are read */
 	bool	   *planned_violated;	/* per rowplan column, for the current row */
 	bool	   *violated_now;	/* per row rule, for the current row */
-	int64	   *violations;		/* per row rule: fail and warn counts */
+	int64	   *violations;		/* per rule: fail and warn counts; rows a
+								 * dataset check returned */
+	int64		rows_counted;	/* rows whose violations were counted */
 	const char **reasons;		/* why the current row is rejected */
 };
 
@@ -767,6 +769,7 @@ batch_rules_row(BatchRules *br, TupleTableSlot *row, const char ***reasons)
 	*reasons = br->reasons;
 	if (nreasons > 0)
 		return nreasons;
+	br->rows_counted++;
 	for (int i = 0; i < br->nrow; i++)
 		if (br->violated_now[i] && br->rules->rules[i].severity != RULE_DROP)
 			br->violations[i]++;
@@ -784,7 +787,11 @@ refuse_batch(BatchState *b, const char *breaches)
 			 errhint("Correct the staged rows, or review the rules with reconcile_set_rules, and call reconcile_batch again; nothing was applied.")));
 }
 
-/* Before the merge: a fail rule violated by a loaded row refuses the whole batch. */
+/*
+ * Before the merge: a fail rule violated by loaded rows beyond its
+ * thresholds (any row, without thresholds) refuses the whole batch.  Shares
+ * are of the rows whose violations were counted: those not rejected.
+ */
 void
 batch_rules_gate(BatchState *b)
 {
@@ -799,10 +806,14 @@ batch_rules_gate(BatchState *b)
 	{
 		Rule	   *r = &br->rules->rules[i];
 
-		if (r->severity == RULE_FAIL && br->violations[i] > 0)
-			appendStringInfo(&breaches, "%sfail rule \"%s\": " INT64_FORMAT " %s",
+		if (r->severity == RULE_FAIL &&
+			!rule_within_threshold(r, br->violations[i], br->rows_counted))
+			appendStringInfo(&breaches, "%sfail rule \"%s\": " INT64_FORMAT " %s%s%s",
 							 nbreaches++ > 0 ? "; " : "", r->name, br->violations[i],
-							 br->violations[i] == 1 ? "row" : "rows");
+							 br->violations[i] == 1 ? "row" : "rows",
+							 r->threshold ? " of " : "",
+							 r->threshold ? psprintf(INT64_FORMAT " counted, beyond %s",
+													 br->rows_counted, rule_threshold_text(r)) : "");
 	}
 	if (nbreaches > 0)
 		refuse_batch(b, breaches.data);
@@ -853,9 +864,12 @@ batch_rules_check_winners(BatchState *b, const char *rows_sql)
 			elog(ERROR, "could not run dataset check \"%s\"", r->name);
 		n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		error_context_stack = cb.previous;
-		if (n > 0)
-			appendStringInfo(&breaches, "%sdataset check \"%s\": " INT64_FORMAT " %s",
-							 nbreaches++ > 0 ? "; " : "", r->name, n, n == 1 ? "row" : "rows");
+		br->violations[i] = n;
+		if (!rule_within_threshold(r, n, 0))
+			appendStringInfo(&breaches, "%sdataset check \"%s\": " INT64_FORMAT " %s%s%s",
+							 nbreaches++ > 0 ? "; " : "", r->name, n, n == 1 ? "row" : "rows",
+							 r->threshold ? ", beyond " : "",
+							 r->threshold ? rule_threshold_text(r) : "");
 		SPI_freeplan(plan);
 	}
 	rules_env_leave(&env);

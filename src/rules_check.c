@@ -317,7 +317,8 @@ scan_rules(void *arg)
 	{
 		RuleResult *res = &run->results[a->idx[j]];
 
-		res->status = res->invalid > 0 ? RS_FAIL : RS_PASS;
+		res->status = rule_within_threshold(res->rule, res->invalid, sr.rows) ?
+			RS_PASS : RS_FAIL;
 	}
 }
 
@@ -415,7 +416,8 @@ run_dataset_check(void *arg)
 	opts.params = a->params;
 	if (SPI_execute_plan_extended(plan, &opts) < 0)
 		elog(ERROR, "could not run dataset check \"%s\"", a->res->rule->name);
-	a->res->status = a->res->invalid > 0 ? RS_FAIL : RS_PASS;
+	a->res->status = rule_within_threshold(a->res->rule, a->res->invalid, 0) ?
+		RS_PASS : RS_FAIL;
 }
 
 typedef struct PlanArgs
@@ -774,6 +776,20 @@ invalid_pct(CheckRun *run, int64 invalid)
 	return DirectFunctionCall2(numeric_round, num, Int32GetDatum(2));
 }
 
+/*
+ * With thresholds, a rule that found violations says whether they are
+ * within them: ", within mostly 0.99" or ", beyond mostly 0.99".
+ */
+static const char *
+threshold_clause(RuleResult *res)
+{
+	char	   *t = rule_threshold_text(res->rule);
+
+	if (t == NULL)
+		return "";
+	return psprintf(", %s %s", res->status == RS_PASS ? "within" : "beyond", t);
+}
+
 static char *
 result_detail(CheckRun *run, RuleResult *res)
 {
@@ -781,16 +797,16 @@ result_detail(CheckRun *run, RuleResult *res)
 		return res->error;
 	if (res->rule->severity == RULE_DATASET)
 	{
-		if (res->status == RS_FAIL)
-			return psprintf("the check returned " INT64_FORMAT " %s%s%s", res->invalid,
-							res->invalid == 1 ? "row" : "rows",
+		if (res->invalid > 0)
+			return psprintf("the check returned " INT64_FORMAT " %s%s%s%s", res->invalid,
+							res->invalid == 1 ? "row" : "rows", threshold_clause(res),
 							res->rule->description ? ": " : "",
 							res->rule->description ? res->rule->description : "");
 		return res->rule->description;
 	}
-	if (res->status == RS_FAIL)
-		return psprintf("false or null on " INT64_FORMAT " of " INT64_FORMAT " rows",
-						res->invalid, run->total_rows);
+	if (res->invalid > 0)
+		return psprintf("false or null on " INT64_FORMAT " of " INT64_FORMAT " rows%s",
+						res->invalid, run->total_rows, threshold_clause(res));
 	return NULL;
 }
 
@@ -854,8 +870,8 @@ raise_if_blocked(CheckRun *run)
 			appendStringInfo(&detail, "ERROR %s (%s)", result_sqlstate(res) ? result_sqlstate(res) : "",
 							 res->error);
 		else
-			appendStringInfo(&detail, INT64_FORMAT " %s", res->invalid,
-							 res->invalid == 1 ? "row" : "rows");
+			appendStringInfo(&detail, INT64_FORMAT " %s%s", res->invalid,
+							 res->invalid == 1 ? "row" : "rows", threshold_clause(res));
 	}
 	if (nbreach == 0)
 		return;
@@ -1039,6 +1055,12 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 			pushJsonbValue(&st, WJB_VALUE, &v);
 		}
 		push_optional_string(&st, "reference_context", res->rule->reference_context);
+		/* Only a rule with thresholds has the key: reports without stay as they were. */
+		if (res->rule->threshold != NULL)
+		{
+			jsonb_push_key(&st, "threshold");
+			rules_push_threshold(&st, res->rule);
+		}
 		pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	}
 	pushJsonbValue(&st, WJB_END_ARRAY, NULL);
