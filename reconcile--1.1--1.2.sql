@@ -1,2 +1,112 @@
 -- reconcile 1.1 -> 1.2
 \echo Use "ALTER EXTENSION reconcile UPDATE TO '1.2'" to load this file. \quit
+
+-- ---- data quality over time: check jobs and their history (issue 25) ----
+
+-- Configured checks, one row per job, run by reconcile_check_run: the
+-- relation is a name resolved when the job runs; rules NULL runs the rules
+-- attached to the relation (a registered target); options as
+-- reconcile_check's.
+CREATE TABLE reconcile.check_jobs (
+    job       pg_catalog.text PRIMARY KEY,
+    relation  pg_catalog.text NOT NULL,
+    rules     pg_catalog.jsonb,
+    options   pg_catalog.jsonb
+);
+
+-- One row per check run (a job's run, or a batch into a target with
+-- attached rules), passes included, kept for history.
+CREATE SEQUENCE reconcile.check_runs_run_id_seq;
+CREATE TABLE reconcile.check_runs (
+    run_id       pg_catalog.int8 PRIMARY KEY
+        DEFAULT pg_catalog.nextval('reconcile.check_runs_run_id_seq'::pg_catalog.regclass),
+    job          pg_catalog.text,
+    relation     pg_catalog.regclass,
+    batch_id     pg_catalog.text,
+    started_at   pg_catalog.timestamptz NOT NULL,
+    finished_at  pg_catalog.timestamptz NOT NULL,
+    total_rows   pg_catalog.int8,
+    rules        pg_catalog.int4,
+    passed       pg_catalog.int4,
+    failed       pg_catalog.int4,
+    errored      pg_catalog.int4,
+    skipped      pg_catalog.int4,
+    gate         pg_catalog.text,
+    error        pg_catalog.text,
+    run_by       pg_catalog.name NOT NULL,
+    CHECK ((job IS NULL) OPERATOR(pg_catalog.<>) (batch_id IS NULL))
+);
+ALTER SEQUENCE reconcile.check_runs_run_id_seq OWNED BY reconcile.check_runs.run_id;
+CREATE INDEX ON reconcile.check_runs (job, started_at);
+CREATE INDEX ON reconcile.check_runs (relation, started_at);
+CREATE INDEX ON reconcile.check_runs (started_at);
+
+-- One row per rule of each run, passes included.
+CREATE TABLE reconcile.check_results (
+    run_id        pg_catalog.int8 NOT NULL
+        REFERENCES reconcile.check_runs ON DELETE CASCADE,
+    relation      pg_catalog.regclass NOT NULL,
+    rule          pg_catalog.text NOT NULL,
+    severity      pg_catalog.text NOT NULL,
+    status        pg_catalog.text NOT NULL,
+    invalid_rows  pg_catalog.int8,
+    total_rows    pg_catalog.int8,
+    invalid_share pg_catalog.float8,
+    threshold     pg_catalog.jsonb,
+    gate_breach   pg_catalog.bool NOT NULL,
+    sample        pg_catalog.jsonb,
+    detail        pg_catalog.text,
+    error         pg_catalog.text,
+    sqlstate      pg_catalog.text,
+    observed      pg_catalog.float8,
+    history_mean  pg_catalog.float8,
+    history_stddev pg_catalog.float8,
+    history_runs  pg_catalog.int4,
+    PRIMARY KEY (run_id, rule)
+);
+CREATE INDEX ON reconcile.check_results (relation, rule);
+
+SELECT pg_catalog.pg_extension_config_dump('reconcile.check_jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('reconcile.check_runs', '');
+SELECT pg_catalog.pg_extension_config_dump('reconcile.check_runs_run_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('reconcile.check_results', '');
+
+-- As the diff's history: jobs hold configuration, readable by everyone and
+-- changed by their owner (or whom the DBA grants).  Runs and results are
+-- written on the caller's behalf by reconcile_check_run and
+-- reconcile_batch, and read back by roles that may SELECT from the
+-- relation checked (table-level, with no row-level security restricting
+-- them there): results hold samples of its rows.  A role also sees the
+-- runs it made, failed ones included.
+REVOKE ALL ON reconcile.check_jobs, reconcile.check_runs, reconcile.check_results
+    FROM PUBLIC;
+GRANT SELECT ON reconcile.check_jobs, reconcile.check_runs, reconcile.check_results
+    TO PUBLIC;
+ALTER TABLE reconcile.check_runs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE reconcile.check_results ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable_relation ON reconcile.check_runs FOR SELECT
+    USING (run_by OPERATOR(pg_catalog.=) CURRENT_USER
+           OR (pg_catalog.has_table_privilege(relation, 'SELECT')
+               AND NOT pg_catalog.row_security_active(relation::pg_catalog.oid)));
+CREATE POLICY readable_relation ON reconcile.check_results FOR SELECT
+    USING (pg_catalog.has_table_privilege(relation, 'SELECT')
+           AND NOT pg_catalog.row_security_active(relation::pg_catalog.oid));
+
+-- Run one configured check job, or all of them (job => NULL), recording each.
+CREATE FUNCTION reconcile_check_run(job pg_catalog.text DEFAULT NULL)
+RETURNS SETOF reconcile.check_runs
+AS 'MODULE_PATHNAME', 'reconcile_check_run'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+COMMENT ON TABLE reconcile.check_jobs IS
+    'Configured data-quality checks, one row per job, run by reconcile_check_run: relation is a name resolved when the job runs, rules a rules document (NULL: the rules attached to the relation), options as reconcile_check''s.';
+COMMENT ON COLUMN reconcile.check_jobs.options IS 'reconcile_check options: sample, key_columns.';
+COMMENT ON TABLE reconcile.check_runs IS
+    'One row per check run, passes included: a run of a check job (job) or the rules of a batch into a target with attached rules (batch_id); counts per status, the gate, or the error the run ended with.';
+COMMENT ON COLUMN reconcile.check_runs.gate IS '''pass'' or ''blocked'', as reconcile_check_report''s summary.gate; NULL when the run failed.';
+COMMENT ON COLUMN reconcile.check_runs.error IS 'The error the run ended with, or NULL when it completed.';
+COMMENT ON SEQUENCE reconcile.check_runs_run_id_seq IS 'Run ids of reconcile.check_runs.';
+COMMENT ON TABLE reconcile.check_results IS
+    'One row per rule of each check run, passes included: status, violating rows of total_rows, their share, the rule''s threshold, a sample, the error; for anomaly rules the observed value and the history it was compared with.';
+COMMENT ON FUNCTION reconcile_check_run(pg_catalog.text) IS
+    'Run the check job of reconcile.check_jobs named job, or every job when job is NULL, recording each run in reconcile.check_runs and one row per rule in reconcile.check_results; returns the runs.';

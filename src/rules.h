@@ -136,5 +136,6 @@ extern int	batch_rules_row(BatchRules *br, TupleTableSlot *row, const char ***re
 extern void batch_rules_gate(struct BatchState *b);
 extern void batch_rules_check_winners(struct BatchState *b, const char *rows_sql);
 extern Datum batch_rules_warnings(BatchRules *br, bool *isnull);
+extern void batch_rules_record(struct BatchState *b);
 
 #endif							/* RECONCILE_RULES_H */

@@ -57,6 +57,7 @@
 #include "utils/typcache.h"
 
 #include "args.h"
+#include "check.h"
 #include "jsonbuild.h"
 #include "loader.h"
 #include "rules.h"
@@ -229,6 +230,9 @@ struct BatchRules
 	int64	   *violations;		/* per rule: fail and warn counts; rows a
 								 * dataset check returned */
 	int64		rows_counted;	/* rows whose violations were counted */
+	int64		rows_evaluated; /* rows the row rules were evaluated on */
+	bool		checked_winners;	/* the dataset checks ran */
+	TimestampTz started;		/* for the check history */
 	const char **reasons;		/* why the current row is rejected */
 };
 
@@ -454,6 +458,7 @@ batch_rules_load(TargetInfo *t, Oid staged)
 	br->target_name = relation_display_name(t->relid);
 	br->owner = relation_owner(t->relid);
 	br->rules = rs;
+	br->started = GetCurrentTimestamp();
 	while (br->nrow < rs->nrules && rs->rules[br->nrow].severity != RULE_DATASET)
 		br->nrow++;
 	br->violations = palloc0(sizeof(int64) * Max(rs->nrules, 1));
@@ -757,14 +762,18 @@ batch_rules_row(BatchRules *br, TupleTableSlot *row, const char ***reasons)
 	if (br->rowquery != NULL)
 		run_row_plan_as_owner(br, row);
 	error_context_stack = br->context.previous;
+	br->rows_evaluated++;
 	for (int i = 0; i < br->nrow; i++)
 	{
 		int			src = br->source[i];
 
 		br->violated_now[i] = src >= 0 ? br->planned_violated[src] : br->violated[-1 - src];
 		if (br->violated_now[i] && br->rules->rules[i].severity == RULE_DROP)
+		{
 			br->reasons[nreasons++] = psprintf("violates drop rule \"%s\"",
 											   br->rules->rules[i].name);
+			br->violations[i]++;	/* rows it rejects, for the history */
+		}
 	}
 	*reasons = br->reasons;
 	if (nreasons > 0)
@@ -874,8 +883,66 @@ batch_rules_check_winners(BatchState *b, const char *rows_sql)
 	}
 	rules_env_leave(&env);
 	PopActiveSnapshot();
+	br->checked_winners = true;
 	if (nbreaches > 0)
 		refuse_batch(b, breaches.data);
+}
+
+/*
+ * After the receipt: the batch's per-rule counts as a run of the check
+ * history (check_history.c), passes included, unless reconcile.check_history
+ * is off or the schema is still 1.1.  A refused batch records nothing: its
+ * error rolls back everything it wrote.  Shares are of the rows counted:
+ * for a drop rule, the rows evaluated (the rows it rejected among them);
+ * for fail and warn rules, the rows not rejected.
+ */
+void
+batch_rules_record(BatchState *b)
+{
+	BatchRules *br = b->rules;
+	CheckOutcome out;
+
+	if (br == NULL || !reconcile_check_history || !check_history_installed())
+		return;
+	memset(&out, 0, sizeof(out));
+	out.relid = br->target;
+	out.total_rows = br->rows_evaluated;
+	out.nrules = br->rules->nrules;
+	out.rules = palloc0(sizeof(CheckRuleOutcome) * Max(out.nrules, 1));
+	for (int i = 0; i < out.nrules; i++)
+	{
+		Rule	   *r = &br->rules->rules[i];
+		CheckRuleOutcome *o = &out.rules[i];
+		int64		total = r->severity == RULE_DROP ? br->rows_evaluated :
+			r->severity == RULE_DATASET ? -1 : br->rows_counted;
+		bool		pass;
+
+		o->rule = r->name;
+		o->severity = rule_severity_names[r->severity];
+		o->threshold = rule_threshold_jsonb(r);
+		o->invalid = br->violations[i];
+		o->total = total;
+		if (r->severity == RULE_DATASET && !br->checked_winners)
+		{
+			/* The direct write path never runs them; a target with checks takes the general one. */
+			o->status = "SKIPPED";
+			out.skipped++;
+			continue;
+		}
+		o->counted = true;
+		pass = rule_within_threshold(r, o->invalid, total < 0 ? 0 : total);
+		o->status = pass ? "PASS" : "FAIL";
+		if (o->invalid > 0)
+			o->detail = r->severity == RULE_DATASET ?
+				psprintf("the check returned " INT64_FORMAT " %s over the batch's winners",
+						 o->invalid, o->invalid == 1 ? "row" : "rows") :
+				psprintf("%s " INT64_FORMAT " of " INT64_FORMAT " rows",
+						 r->severity == RULE_DROP ? "rejected" : "false or null on",
+						 o->invalid, total);
+		out.passed += pass;
+		out.failed += !pass;
+	}
+	check_history_record(&out, NULL, b->batch_id, br->started, NULL, NULL, NULL);
 }
 
 /* The receipt's warnings: violations per warn rule, as a jsonb object. */

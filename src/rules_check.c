@@ -43,6 +43,7 @@
 #include "utils/tuplestore.h"
 
 #include "args.h"
+#include "check.h"
 #include "jsonbuild.h"
 #include "jsonread.h"
 #include "receiver.h"
@@ -900,6 +901,49 @@ check_args(FunctionCallInfo fcinfo, const char *fn)
 {
 	check_arg_not_null(fcinfo, 0, "relation", fn);
 	check_arg_not_null(fcinfo, 1, "rules", fn);
+}
+
+/*
+ * A check's outcome, rule by rule, for its history (check_history.c):
+ * the values reconcile_check_report shows.  The caller has connected to
+ * SPI; option fail_on_breach has no effect here.
+ */
+CheckOutcome *
+rules_check_outcome(Oid relid, Jsonb *doc, Jsonb *options)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	CheckRun   *run = check_run(relid, doc, options);
+	CheckOutcome *out;
+
+	MemoryContextSwitchTo(cxt);
+	out = palloc0(sizeof(CheckOutcome));
+	out->relid = relid;
+	out->total_rows = run->total_rows;
+	out->nrules = run->rules->nrules;
+	out->rules = palloc0(sizeof(CheckRuleOutcome) * Max(out->nrules, 1));
+	for (int i = 0; i < out->nrules; i++)
+	{
+		RuleResult *res = &run->results[i];
+		CheckRuleOutcome *o = &out->rules[i];
+
+		o->rule = res->rule->name;
+		o->severity = rule_severity_names[res->rule->severity];
+		o->status = status_name(res->status);
+		o->counted = res->status != RS_ERROR;
+		o->invalid = res->invalid;
+		o->total = res->rule->severity == RULE_DATASET ? -1 : run->total_rows;
+		o->threshold = rule_threshold_jsonb(res->rule);
+		o->gate_breach = result_breaches(res);
+		o->sample = o->counted ? samples_jsonb(res) : NULL;
+		o->detail = result_detail(run, res);
+		o->error = res->status == RS_ERROR ? res->error : NULL;
+		o->sqlstate = result_sqlstate(res);
+		out->passed += res->status == RS_PASS;
+		out->failed += res->status == RS_FAIL;
+		out->errored += res->status == RS_ERROR;
+		out->blocked |= o->gate_breach;
+	}
+	return out;
 }
 
 /*
