@@ -50,7 +50,8 @@ typedef struct CheckOutcome
 } CheckOutcome;
 
 /* rules_check.c: run a document over a relation (caller connected to SPI) */
-extern CheckOutcome *rules_check_outcome(Oid relid, Jsonb *doc, Jsonb *options);
+extern CheckOutcome *rules_check_outcome(Oid relid, Jsonb *doc, Jsonb *options,
+										 const char *job);
 
 /* check_history.c */
 extern bool reconcile_check_history;

@@ -15,6 +15,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -180,9 +182,9 @@ check_history_record(const CheckOutcome *out, const char *job, const char *batch
 			v[14] = Float8GetDatum(o->observed);
 			n[14] = !o->has_observed;
 			v[15] = Float8GetDatum(o->history_mean);
-			n[15] = !o->has_history;
+			n[15] = !o->has_history || isnan(o->history_mean);
 			v[16] = Float8GetDatum(o->history_stddev);
-			n[16] = !o->has_history;
+			n[16] = !o->has_history || isnan(o->history_stddev);
 			v[17] = Int32GetDatum(o->history_runs);
 			n[17] = !o->has_history;
 			state_buffer_add(buf, v, n);
@@ -311,7 +313,8 @@ run_job_step(void *arg)
 	MemoryContextSwitchTo(jr->jobcxt);
 	jr->relid = resolve_job_relation(jr->job);
 	check_job_options(jr->job);
-	out = rules_check_outcome(jr->relid, job_rules(jr->job, jr->relid), jr->job->options);
+	out = rules_check_outcome(jr->relid, job_rules(jr->job, jr->relid), jr->job->options,
+							  jr->job->job);
 	MemoryContextSwitchTo(jr->jobcxt);
 	check_history_record(out, jr->job->job, NULL, jr->started, NULL, &r, &d);
 	MemoryContextSwitchTo(jr->oldcxt);

@@ -42,6 +42,8 @@ typedef struct Rule
 	int			sqlerrcode;
 	/* Thresholds (rules_threshold.c); all absent: any violation fails. */
 	struct RuleThreshold *threshold;	/* NULL when the rule has none */
+	/* Anomaly rules (rules_anomaly.c): a measure instead of text (NULL). */
+	struct RuleAnomaly *anomaly;	/* NULL for row rules and dataset checks */
 } Rule;
 
 typedef struct RuleSet
@@ -107,6 +109,47 @@ extern bool rule_within_threshold(const Rule *r, int64 invalid, int64 total);
 extern char *rule_threshold_text(const Rule *r);
 extern void rules_push_threshold(JsonbParseState **st, const Rule *r);
 extern Jsonb *rule_threshold_jsonb(const Rule *r);
+
+/* ---- rules_anomaly.c: measures held to bounds or to a job's history ---- */
+
+typedef enum AnomalyKind
+{
+	ANOMALY_ROW_COUNT,
+	ANOMALY_NULL_SHARE,
+	ANOMALY_DISTINCT_COUNT,
+	ANOMALY_FRESHNESS
+} AnomalyKind;
+
+typedef struct RuleAnomaly
+{
+	int			kind;			/* AnomalyKind; -1 until parsed */
+	char	   *column;			/* NULL for row_count */
+	double		within_sigma;	/* 0: no history test */
+	int			runs;			/* history runs needed (with within_sigma) */
+	bool		has_min;
+	double		min;
+	bool		has_max;
+	double		max;
+} RuleAnomaly;
+
+typedef enum AnomalyVerdict
+{
+	ANOMALY_PASS,
+	ANOMALY_FAIL,
+	ANOMALY_SKIPPED
+} AnomalyVerdict;
+
+extern bool rules_parse_anomaly_key(Rule *r, const char *key, JsonbValue *v,
+									const char *where);
+extern void rules_check_anomaly(Rule *r, const char *where);
+extern void rules_drop_anomalies(RuleSet *rs);
+extern const char *rules_anomaly_kind_name(const Rule *r);
+extern bool rules_anomaly_measure(const Rule *r, Oid relid, const char *relsql,
+								  int64 total_rows, double *value);
+extern int	rules_anomaly_history(const Rule *r, const char *job, double *values);
+extern AnomalyVerdict rules_anomaly_judge(const Rule *r, bool has_value, double value,
+										  const double *history, int n, double *mean,
+										  double *stddev, char **why);
 
 /* ---- rules_eval.c: evaluating row rules on scanned rows ---- */
 

@@ -140,6 +140,17 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 		RulesEnv	env;
 		TargetInfo *t;
 
+		/* Anomaly rules run in check jobs, not batches: their columns must exist. */
+		for (int i = 0; i < rs->nrules; i++)
+			if (rs->rules[i].anomaly != NULL && rs->rules[i].anomaly->column != NULL &&
+				get_attnum(relid, rs->rules[i].anomaly->column) == InvalidAttrNumber)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_COLUMN),
+						 errmsg("column \"%s\" of anomaly rule \"%s\" does not exist in table \"%s\"",
+								rs->rules[i].anomaly->column, rs->rules[i].name,
+								relation_display_name(relid))));
+		rules_drop_anomalies(rs);
+
 		/* Each row rule is one more column of the projection evaluated per staged row. */
 		for (int i = 0; i < rs->nrules; i++)
 			nrow += rs->rules[i].severity != RULE_DATASET;
@@ -452,6 +463,7 @@ batch_rules_load(TargetInfo *t, Oid staged)
 		return NULL;
 
 	rs = rules_parse(DatumGetJsonbP(d));
+	rules_drop_anomalies(rs);	/* they measure a relation, in check jobs */
 	br = palloc0(sizeof(BatchRules));
 	br->cxt = CurrentMemoryContext;
 	br->target = t->relid;
@@ -902,7 +914,8 @@ batch_rules_record(BatchState *b)
 	BatchRules *br = b->rules;
 	CheckOutcome out;
 
-	if (br == NULL || !reconcile_check_history || !check_history_installed())
+	if (br == NULL || br->rules->nrules == 0 || !reconcile_check_history ||
+		!check_history_installed())
 		return;
 	memset(&out, 0, sizeof(out));
 	out.relid = br->target;
