@@ -91,6 +91,22 @@ SELECT count(*) FILTER (WHERE batch_id IS NOT NULL) AS batch_runs,
        count(*) FILTER (WHERE job = 'ledger_attached') AS job_runs
 FROM reconcile.check_runs WHERE relation = 'ledger'::regclass;
 
+-- A job over attached rules runs them as the target's owner (the owner's
+-- code, restricted, as batches run it); a job's own rules run as the caller.
+CREATE ROLE regress_history_owner;
+CREATE TABLE owned (id int PRIMARY KEY, version bigint NOT NULL,
+                    is_deleted boolean NOT NULL DEFAULT false, payload_hash bytea);
+INSERT INTO owned VALUES (1, 1);
+SELECT reconcile_register(target => 'owned', key_columns => '{id}', version_column => 'version',
+                          deleted_column => 'is_deleted', hash_column => 'payload_hash');
+SELECT reconcile_set_rules('owned', '{"fail": {"as_owner": "current_user = ''regress_history_owner''"}}');
+ALTER TABLE owned OWNER TO regress_history_owner;
+INSERT INTO reconcile.check_jobs VALUES
+  ('owned_attached', 'owned', NULL, '{"sample": 0}'),
+  ('owned_own', 'owned', '{"fail": {"as_owner": "current_user = ''regress_history_owner''"}}', '{"sample": 0}');
+SELECT job, passed, failed, gate FROM reconcile_check_run('owned_attached');
+SELECT job, passed, failed, gate FROM reconcile_check_run('owned_own');
+
 -- Who sees what: as the diff's history, a reader sees the runs and results
 -- of relations it may SELECT from (table-level, no row-level security
 -- applying to it there), and the runs it made.
@@ -140,6 +156,6 @@ FROM reconcile.check_runs WHERE job LIKE 'accounts%' GROUP BY job ORDER BY job;
 SELECT count(*) AS results_of_dropped FROM reconcile.check_results
 WHERE run_id IN (SELECT run_id FROM reconcile.check_runs WHERE job LIKE 'accounts%');
 
-DROP TABLE ledger, ledger_stage;
-DROP ROLE regress_history_reader, regress_history_other;
+DROP TABLE ledger, ledger_stage, owned;
+DROP ROLE regress_history_reader, regress_history_other, regress_history_owner;
 DROP EXTENSION reconcile;

@@ -51,7 +51,7 @@ typedef struct CheckOutcome
 
 /* rules_check.c: run a document over a relation (caller connected to SPI) */
 extern CheckOutcome *rules_check_outcome(Oid relid, Jsonb *doc, Jsonb *options,
-										 const char *job);
+										 const char *job, Oid run_as);
 
 /* check_history.c */
 extern bool reconcile_check_history;

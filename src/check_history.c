@@ -22,6 +22,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "commands/async.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -31,10 +32,12 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
 #include "check.h"
+#include "jsonbuild.h"
 #include "jsonread.h"
 #include "state.h"
 #include "subxact.h"
@@ -194,6 +197,60 @@ check_history_record(const CheckOutcome *out, const char *job, const char *batch
 	return run_id;
 }
 
+/* At most this many breaching rules are named in a notification. */
+#define NOTIFY_RULES_NAMED 20
+
+/*
+ * A job's run that blocked its gate or failed is announced on channel
+ * reconcile_check, with a JSON payload naming the job, the run and the
+ * breaching rules (the first NOTIFY_RULES_NAMED: a payload has at most
+ * 8000 bytes); a listener reads the rest in reconcile.check_results.
+ * NOTIFY is transactional: it is delivered when the run's transaction
+ * commits, with the run it announces.
+ */
+static void
+notify_run(const CheckOutcome *out, const char *job, int64 run_id, Oid relid,
+		   const char *error)
+{
+	JsonbParseState *st = NULL;
+	int			named = 0;
+	char	   *payload;
+
+	if (error == NULL && (out == NULL || !out->blocked))
+		return;
+	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+	jsonb_push_string_field(&st, "job", job);
+	jsonb_push_int64_field(&st, "run_id", run_id);
+	if (OidIsValid(relid) && get_rel_name(relid) != NULL)
+		jsonb_push_string_field(&st, "relation",
+								psprintf("%s.%s", get_namespace_name(get_rel_namespace(relid)),
+										 get_rel_name(relid)));
+	else
+		jsonb_push_null_field(&st, "relation");
+	if (error != NULL)
+	{
+		jsonb_push_null_field(&st, "gate");
+		jsonb_push_string_field(&st, "error", pnstrdup(error, 1000));
+	}
+	else
+	{
+		jsonb_push_string_field(&st, "gate", "blocked");
+		jsonb_push_key(&st, "breaching");
+		pushJsonbValue(&st, WJB_BEGIN_ARRAY, NULL);
+		for (int i = 0; i < out->nrules && named < NOTIFY_RULES_NAMED; i++)
+			if (out->rules[i].gate_breach)
+			{
+				jsonb_push_string(&st, WJB_ELEM, pnstrdup(out->rules[i].rule, 200));
+				named++;
+			}
+		pushJsonbValue(&st, WJB_END_ARRAY, NULL);
+	}
+	payload = JsonbToCString(NULL,
+							 &JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL))->root,
+							 -1);
+	Async_Notify("reconcile_check", payload);
+}
+
 /* ---- reconcile_check_run ---- */
 
 typedef struct CheckJob
@@ -248,13 +305,19 @@ resolve_job_relation(CheckJob *job)
 	return relid;
 }
 
-/* The document the job runs: its own, or the relation's attached rules. */
+/*
+ * The document the job runs: its own, run with the caller's rights, or the
+ * relation's attached rules, the owner's code, run as the owner (*run_as),
+ * restricted, as batches run them.
+ */
 static Jsonb *
-job_rules(CheckJob *job, Oid relid)
+job_rules(CheckJob *job, Oid relid, Oid *run_as)
 {
 	bool		isnull = true;
 	Datum		d = (Datum) 0;
+	HeapTuple	tup;
 
+	*run_as = InvalidOid;
 	if (job->rules != NULL)
 		return job->rules;
 	state_read_latest("SELECT rules FROM reconcile.target_rules"
@@ -268,6 +331,11 @@ job_rules(CheckJob *job, Oid relid)
 				 errmsg("check job \"%s\" has no rules: relation \"%s\" has no rules attached",
 						job->job, job->relation),
 				 errhint("Put a rules document in reconcile.check_jobs.rules, or attach one with reconcile_set_rules.")));
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	*run_as = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
 	return DatumGetJsonbPCopy(d);
 }
 
@@ -309,14 +377,18 @@ run_job_step(void *arg)
 	CheckOutcome *out;
 	HeapTuple	r;
 	TupleDesc	d;
+	Jsonb	   *rules;
+	Oid			run_as;
 
 	MemoryContextSwitchTo(jr->jobcxt);
 	jr->relid = resolve_job_relation(jr->job);
 	check_job_options(jr->job);
-	out = rules_check_outcome(jr->relid, job_rules(jr->job, jr->relid), jr->job->options,
-							  jr->job->job);
+	rules = job_rules(jr->job, jr->relid, &run_as);
+	out = rules_check_outcome(jr->relid, rules, jr->job->options, jr->job->job, run_as);
 	MemoryContextSwitchTo(jr->jobcxt);
-	check_history_record(out, jr->job->job, NULL, jr->started, NULL, &r, &d);
+	notify_run(out, jr->job->job,
+			   check_history_record(out, jr->job->job, NULL, jr->started, NULL, &r, &d),
+			   jr->relid, NULL);
 	MemoryContextSwitchTo(jr->oldcxt);
 	jr->row = heap_copytuple(r);
 	jr->rowdesc = CreateTupleDescCopy(d);
@@ -407,8 +479,10 @@ reconcile_check_run(PG_FUNCTION_ARGS)
 
 			memset(&failed, 0, sizeof(failed));
 			failed.relid = jr.relid;
-			check_history_record(&failed, jobs[i].job, NULL, jr.started, edata->message,
-								 &row, &rowdesc);
+			notify_run(NULL, jobs[i].job,
+					   check_history_record(&failed, jobs[i].job, NULL, jr.started,
+											edata->message, &row, &rowdesc),
+					   jr.relid, edata->message);
 			FreeErrorData(edata);
 		}
 		{

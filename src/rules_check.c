@@ -658,7 +658,7 @@ run_anomaly_rule(void *arg)
 }
 
 static CheckRun *
-check_run(Oid relid, Jsonb *doc, Jsonb *options, const char *job)
+check_run(Oid relid, Jsonb *doc, Jsonb *options, const char *job, Oid run_as)
 {
 	CheckRun   *run = palloc0(sizeof(CheckRun));
 	RuleSet    *rs;
@@ -711,9 +711,11 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options, const char *job)
 
 	/*
 	 * The caller's own rules run with the caller's rights, but read-only,
-	 * whatever functions they call, and under the rules' search_path.
+	 * whatever functions they call, and under the rules' search_path; a
+	 * target's attached rules (run_as, from a check job) as its owner,
+	 * restricted, as batches run them.
 	 */
-	rules_env_enter(&env, InvalidOid);
+	rules_env_enter(&env, run_as);
 	{
 		int			nrow = 0;
 		int		   *rows = palloc(sizeof(int) * Max(rs->nrules, 1));
@@ -974,10 +976,10 @@ check_args(FunctionCallInfo fcinfo, const char *fn)
  * SPI; option fail_on_breach has no effect here.
  */
 CheckOutcome *
-rules_check_outcome(Oid relid, Jsonb *doc, Jsonb *options, const char *job)
+rules_check_outcome(Oid relid, Jsonb *doc, Jsonb *options, const char *job, Oid run_as)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	CheckRun   *run = check_run(relid, doc, options, job);
+	CheckRun   *run = check_run(relid, doc, options, job, run_as);
 	CheckOutcome *out;
 
 	MemoryContextSwitchTo(cxt);
@@ -1039,7 +1041,7 @@ reconcile_check(PG_FUNCTION_ARGS)
 	SPI_connect();
 	MemoryContextSwitchTo(cxt);
 	run = check_run(PG_GETARG_OID(0), PG_GETARG_JSONB_P(1),
-					PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2), NULL);
+					PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2), NULL, InvalidOid);
 	MemoryContextSwitchTo(cxt);
 	for (int i = 0; i < run->rules->nrules; i++)
 	{
@@ -1105,7 +1107,7 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 	SPI_connect();
 	MemoryContextSwitchTo(cxt);
 	run = check_run(PG_GETARG_OID(0), PG_GETARG_JSONB_P(1),
-					PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2), NULL);
+					PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2), NULL, InvalidOid);
 	/* SPI calls leave SPI's own context current; the result must outlive it. */
 	MemoryContextSwitchTo(cxt);
 
