@@ -37,6 +37,7 @@ GRANT USAGE ON SCHEMA fuzz TO reconcile_fuzz_reader;
 
 -- Jobs are written by the extension's owner (or whom it grants).
 GRANT INSERT, UPDATE, DELETE ON reconcile.diff_jobs TO reconcile_fuzz_owner;
+GRANT INSERT, UPDATE, DELETE ON reconcile.check_jobs TO reconcile_fuzz_owner;
 
 SET ROLE reconcile_fuzz_owner;
 
