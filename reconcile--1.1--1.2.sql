@@ -12,3 +12,227 @@ ALTER TABLE reconcile.conflicts ADD COLUMN key_pinned pg_catalog.bool NOT NULL D
 ALTER TABLE reconcile.conflicts ALTER COLUMN key_pinned SET DEFAULT true;
 COMMENT ON COLUMN reconcile.conflicts.key_pinned IS
     'true: key written by reconcile 1.2 under pinned settings (ISO dates, UTC, shortest exact floats); false: by 1.1 under the loading session''s DateStyle, TimeZone, IntervalStyle and extra_float_digits';
+-- ---- data quality over time: check jobs and their history (issue 25) ----
+
+-- Configured checks, one row per job, run by reconcile_check_run: the
+-- relation is a name resolved when the job runs; rules NULL runs the rules
+-- attached to the relation (a registered target); options as
+-- reconcile_check's.
+CREATE TABLE reconcile.check_jobs (
+    job       pg_catalog.text PRIMARY KEY,
+    relation  pg_catalog.text NOT NULL,
+    rules     pg_catalog.jsonb,
+    options   pg_catalog.jsonb
+);
+
+-- One row per check run (a job's run, or a batch into a target with
+-- attached rules), passes included, kept for history.
+CREATE SEQUENCE reconcile.check_runs_run_id_seq;
+CREATE TABLE reconcile.check_runs (
+    run_id       pg_catalog.int8 PRIMARY KEY
+        DEFAULT pg_catalog.nextval('reconcile.check_runs_run_id_seq'::pg_catalog.regclass),
+    job          pg_catalog.text,
+    relation     pg_catalog.regclass,
+    batch_id     pg_catalog.text,
+    started_at   pg_catalog.timestamptz NOT NULL,
+    finished_at  pg_catalog.timestamptz NOT NULL,
+    total_rows   pg_catalog.int8,
+    rules        pg_catalog.int4,
+    passed       pg_catalog.int4,
+    failed       pg_catalog.int4,
+    errored      pg_catalog.int4,
+    skipped      pg_catalog.int4,
+    gate         pg_catalog.text,
+    error        pg_catalog.text,
+    run_by       pg_catalog.name NOT NULL,
+    CHECK ((job IS NULL) OPERATOR(pg_catalog.<>) (batch_id IS NULL))
+);
+ALTER SEQUENCE reconcile.check_runs_run_id_seq OWNED BY reconcile.check_runs.run_id;
+CREATE INDEX ON reconcile.check_runs (job, started_at);
+CREATE INDEX ON reconcile.check_runs (relation, started_at);
+CREATE INDEX ON reconcile.check_runs (started_at);
+
+-- One row per rule of each run, passes included.
+CREATE TABLE reconcile.check_results (
+    run_id        pg_catalog.int8 NOT NULL
+        REFERENCES reconcile.check_runs ON DELETE CASCADE,
+    relation      pg_catalog.regclass NOT NULL,
+    rule          pg_catalog.text NOT NULL,
+    severity      pg_catalog.text NOT NULL,
+    status        pg_catalog.text NOT NULL,
+    invalid_rows  pg_catalog.int8,
+    total_rows    pg_catalog.int8,
+    invalid_share pg_catalog.float8,
+    threshold     pg_catalog.jsonb,
+    gate_breach   pg_catalog.bool NOT NULL,
+    sample        pg_catalog.jsonb,
+    detail        pg_catalog.text,
+    error         pg_catalog.text,
+    sqlstate      pg_catalog.text,
+    observed      pg_catalog.float8,
+    history_mean  pg_catalog.float8,
+    history_stddev pg_catalog.float8,
+    history_runs  pg_catalog.int4,
+    PRIMARY KEY (run_id, rule)
+);
+CREATE INDEX ON reconcile.check_results (relation, rule);
+
+SELECT pg_catalog.pg_extension_config_dump('reconcile.check_jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('reconcile.check_runs', '');
+SELECT pg_catalog.pg_extension_config_dump('reconcile.check_runs_run_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('reconcile.check_results', '');
+
+-- As the diff's history: jobs hold configuration, readable by everyone and
+-- changed by their owner (or whom the DBA grants).  Runs and results are
+-- written on the caller's behalf by reconcile_check_run and
+-- reconcile_batch, and read back by roles that may SELECT from the
+-- relation checked (table-level, with no row-level security restricting
+-- them there): results hold samples of its rows.  A role also sees the
+-- runs it made, failed ones included.
+REVOKE ALL ON reconcile.check_jobs, reconcile.check_runs, reconcile.check_results
+    FROM PUBLIC;
+GRANT SELECT ON reconcile.check_jobs, reconcile.check_runs, reconcile.check_results
+    TO PUBLIC;
+ALTER TABLE reconcile.check_runs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE reconcile.check_results ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable_relation ON reconcile.check_runs FOR SELECT
+    USING (run_by OPERATOR(pg_catalog.=) CURRENT_USER
+           OR (pg_catalog.has_table_privilege(relation, 'SELECT')
+               AND NOT pg_catalog.row_security_active(relation::pg_catalog.oid)));
+CREATE POLICY readable_relation ON reconcile.check_results FOR SELECT
+    USING (pg_catalog.has_table_privilege(relation, 'SELECT')
+           AND NOT pg_catalog.row_security_active(relation::pg_catalog.oid));
+
+-- Run one configured check job, or all of them (job => NULL), recording each.
+CREATE FUNCTION reconcile_check_run(job pg_catalog.text DEFAULT NULL)
+RETURNS SETOF reconcile.check_runs
+AS 'MODULE_PATHNAME', 'reconcile_check_run'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+COMMENT ON TABLE reconcile.check_jobs IS
+    'Configured data-quality checks, one row per job, run by reconcile_check_run: relation is a name resolved when the job runs, rules a rules document (NULL: the rules attached to the relation), options as reconcile_check''s.';
+COMMENT ON COLUMN reconcile.check_jobs.options IS 'reconcile_check options: sample, key_columns.';
+COMMENT ON TABLE reconcile.check_runs IS
+    'One row per check run, passes included: a run of a check job (job) or the rules of a batch into a target with attached rules (batch_id); counts per status, the gate, or the error the run ended with.';
+COMMENT ON COLUMN reconcile.check_runs.gate IS '''pass'' or ''blocked'', as reconcile_check_report''s summary.gate; NULL when the run failed.';
+COMMENT ON COLUMN reconcile.check_runs.error IS 'The error the run ended with, or NULL when it completed.';
+COMMENT ON SEQUENCE reconcile.check_runs_run_id_seq IS 'Run ids of reconcile.check_runs.';
+COMMENT ON TABLE reconcile.check_results IS
+    'One row per rule of each check run, passes included: status, violating rows of total_rows, their share, the rule''s threshold, a sample, the error; for anomaly rules the observed value and the history it was compared with.';
+COMMENT ON FUNCTION reconcile_check_run(pg_catalog.text) IS
+    'Run the check job of reconcile.check_jobs named job, or every job when job is NULL, recording each run in reconcile.check_runs and one row per rule in reconcile.check_results; returns the runs.';
+
+-- ---- data quality over time: metrics for a monitoring stack (issue 25) ----
+
+-- One row per metric and label set, as Prometheus names them; read by the
+-- queries of monitoring/postgres_exporter/queries.yaml.  security_invoker:
+-- a reader sees the metrics of the state its role may see (the state
+-- tables' row-level security applies to it, not to the view's owner).
+CREATE VIEW reconcile.metrics WITH (security_invoker = true) AS
+WITH rel AS (
+    SELECT c.oid, pg_catalog.format('%s.%s', n.nspname, c.relname) AS name
+      FROM pg_catalog.pg_class c
+      JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+),
+target AS (
+    SELECT t.target, rel.name
+      FROM reconcile.targets t JOIN rel ON rel.oid OPERATOR(pg_catalog.=) t.target::pg_catalog.oid
+),
+receipt AS (
+    SELECT r.target, pg_catalog.count(*) AS batches,
+           pg_catalog.sum(r.inserted) AS inserted, pg_catalog.sum(r.updated) AS updated,
+           pg_catalog.sum(r.deleted) AS deleted, pg_catalog.sum(r.unchanged) AS unchanged,
+           pg_catalog.sum(r.stale) AS stale, pg_catalog.sum(r.duplicates) AS duplicates,
+           pg_catalog.sum(r.conflicts) AS conflicts, pg_catalog.sum(r.rejected) AS rejected,
+           pg_catalog.max(r.committed_at) AS last_committed
+      FROM reconcile.receipts r GROUP BY r.target
+),
+last_diff AS (
+    SELECT DISTINCT ON (d.job) d.*
+      FROM reconcile.diff_runs d WHERE d.error IS NULL
+     ORDER BY d.job, d.started_at DESC, d.run_id DESC
+),
+diff_job AS (
+    SELECT d.job, pg_catalog.max(d.finished_at) AS last_finished,
+           pg_catalog.count(*) FILTER (WHERE d.error IS NOT NULL) AS failed
+      FROM reconcile.diff_runs d GROUP BY d.job
+),
+last_check AS (
+    SELECT DISTINCT ON (c.job) c.*
+      FROM reconcile.check_runs c WHERE c.job IS NOT NULL AND c.error IS NULL
+     ORDER BY c.job, c.started_at DESC, c.run_id DESC
+),
+check_job AS (
+    SELECT c.job, pg_catalog.max(c.finished_at) AS last_finished,
+           pg_catalog.count(*) FILTER (WHERE c.error IS NOT NULL) AS failed
+      FROM reconcile.check_runs c WHERE c.job IS NOT NULL GROUP BY c.job
+)
+-- per target
+SELECT 'reconcile_batches_total'::pg_catalog.text AS metric,
+       pg_catalog.jsonb_build_object('target', t.name) AS labels,
+       COALESCE(r.batches, 0)::pg_catalog.float8 AS value
+  FROM target t LEFT JOIN receipt r ON r.target OPERATOR(pg_catalog.=) t.target
+UNION ALL
+SELECT 'reconcile_rows_total', pg_catalog.jsonb_build_object('target', t.name, 'disposition', v.disposition),
+       COALESCE(v.n, 0)::pg_catalog.float8
+  FROM target t LEFT JOIN receipt r ON r.target OPERATOR(pg_catalog.=) t.target
+ CROSS JOIN LATERAL (VALUES ('inserted', r.inserted), ('updated', r.updated), ('deleted', r.deleted),
+                            ('unchanged', r.unchanged), ('stale', r.stale), ('duplicates', r.duplicates),
+                            ('conflicts', r.conflicts), ('rejected', r.rejected)) AS v(disposition, n)
+UNION ALL
+SELECT 'reconcile_conflicts_held', pg_catalog.jsonb_build_object('target', t.name),
+       (SELECT pg_catalog.count(DISTINCT (c.batch_id, c.key))
+          FROM reconcile.conflicts c
+         WHERE c.target OPERATOR(pg_catalog.=) t.target
+           AND NOT EXISTS (SELECT FROM reconcile.resolutions s
+                            WHERE s.target OPERATOR(pg_catalog.=) c.target
+                              AND s.batch_id OPERATOR(pg_catalog.=) c.batch_id
+                              AND s.key OPERATOR(pg_catalog.=) c.key))::pg_catalog.float8
+  FROM target t
+UNION ALL
+SELECT 'reconcile_rejects_total', pg_catalog.jsonb_build_object('target', t.name),
+       (SELECT pg_catalog.count(*) FROM reconcile.rejects j
+         WHERE j.target OPERATOR(pg_catalog.=) t.target)::pg_catalog.float8
+  FROM target t
+UNION ALL
+SELECT 'reconcile_last_batch_age_seconds', pg_catalog.jsonb_build_object('target', t.name),
+       pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) r.last_committed)
+  FROM target t JOIN receipt r ON r.target OPERATOR(pg_catalog.=) t.target
+-- per diff job
+UNION ALL
+SELECT 'reconcile_diff_findings', pg_catalog.jsonb_build_object('job', d.job, 'issue', v.issue),
+       v.n::pg_catalog.float8
+  FROM last_diff d
+ CROSS JOIN LATERAL (VALUES ('missing_in_target', d.missing_in_target), ('extra_in_target', d.extra_in_target),
+                            ('mismatched', d.mismatched), ('duplicate_keys', d.duplicate_keys),
+                            ('null_keys', d.null_keys)) AS v(issue, n)
+ WHERE v.n IS NOT NULL
+UNION ALL
+SELECT 'reconcile_diff_last_run_age_seconds', pg_catalog.jsonb_build_object('job', d.job),
+       pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) d.last_finished)
+  FROM diff_job d
+UNION ALL
+SELECT 'reconcile_diff_failed_runs_total', pg_catalog.jsonb_build_object('job', d.job),
+       d.failed::pg_catalog.float8
+  FROM diff_job d
+-- per check job
+UNION ALL
+SELECT 'reconcile_check_breaching_rules', pg_catalog.jsonb_build_object('job', c.job),
+       (SELECT pg_catalog.count(*) FROM reconcile.check_results x
+         WHERE x.run_id OPERATOR(pg_catalog.=) c.run_id AND x.gate_breach)::pg_catalog.float8
+  FROM last_check c
+UNION ALL
+SELECT 'reconcile_check_failing_rules', pg_catalog.jsonb_build_object('job', c.job),
+       COALESCE(c.failed OPERATOR(pg_catalog.+) c.errored, 0)::pg_catalog.float8
+  FROM last_check c
+UNION ALL
+SELECT 'reconcile_check_last_run_age_seconds', pg_catalog.jsonb_build_object('job', c.job),
+       pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) c.last_finished)
+  FROM check_job c
+UNION ALL
+SELECT 'reconcile_check_failed_runs_total', pg_catalog.jsonb_build_object('job', c.job),
+       c.failed::pg_catalog.float8
+  FROM check_job c;
+GRANT SELECT ON reconcile.metrics TO PUBLIC;
+COMMENT ON VIEW reconcile.metrics IS
+    'Metrics for a monitoring stack, one row per metric and label set (Prometheus names; monitoring/postgres_exporter/queries.yaml reads them): per target batches, rows per disposition, conflicts held, rejects, age of the last batch; per diff job the last run''s findings per issue, its age, failed runs; per check job breaching and failing rules of the last run, its age, failed runs.  Runs with the reader''s rights: it shows what the reader may see of the state.';

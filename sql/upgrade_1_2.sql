@@ -105,3 +105,29 @@ SELECT DISTINCT key, key_pinned FROM reconcile.conflicts WHERE object_key = 'o2'
 DROP TABLE acct, acct_stage, acct_copy, before_upgrade, dated, dated_stage;
 DROP FUNCTION state_rows(), same_row(jsonb, jsonb);
 DROP EXTENSION reconcile;
+
+-- Check history (1.2): on a 1.1 schema the 1.2 library loads batches into
+-- targets with attached rules as before (nothing to record them in), and
+-- has no reconcile_check_run; after the update both are recorded.
+CREATE EXTENSION reconcile VERSION '1.1';
+CREATE TABLE hist (id int PRIMARY KEY, amount int, v bigint NOT NULL,
+                   gone boolean NOT NULL DEFAULT false, h bytea);
+CREATE TABLE hist_stage (object_key text, source_row int, operation text, id text, amount int, v text);
+SELECT reconcile_register('hist', '{id}', 'v', 'gone', 'h');
+SELECT reconcile_set_rules('hist', '{"fail": {"positive": "amount > 0"}, "warn": {"big": "amount > 10"}}');
+INSERT INTO hist_stage VALUES ('h1', 1, 'UPSERT', '1', 5, '1'), ('h1', 2, 'UPSERT', '2', 50, '1');
+SELECT status, inserted FROM reconcile_batch('hist', 'hist_stage',
+    '[{"object_key":"h1","version_id":"1","content_hash":"h1","rows":2}]');
+SELECT reconcile_check_run();
+ALTER EXTENSION reconcile UPDATE;
+SELECT count(*) AS runs_after_update FROM reconcile.check_runs;
+TRUNCATE hist_stage;
+INSERT INTO hist_stage VALUES ('h2', 1, 'UPSERT', '3', 7, '1');
+SELECT status, inserted FROM reconcile_batch('hist', 'hist_stage',
+    '[{"object_key":"h2","version_id":"1","content_hash":"h2","rows":1}]');
+INSERT INTO reconcile.check_jobs VALUES ('hist', 'hist', NULL, NULL);
+SELECT job, batch_id IS NOT NULL AS batch, total_rows, passed, failed, gate FROM reconcile_check_run();
+SELECT r.job, c.rule, c.status, c.invalid_rows, c.total_rows
+FROM reconcile.check_results c JOIN reconcile.check_runs r USING (run_id) ORDER BY c.run_id, c.rule;
+DROP TABLE hist, hist_stage;
+DROP EXTENSION reconcile;

@@ -279,6 +279,7 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	pause_point("merged");
 	progress_phase(PHASE_RECEIPT);
 	receipt_write(b, source, cursor, manifest_arg, values, isnull);
+	batch_rules_record(b);		/* rules_attach.c: the rules' counts, in the check history */
 	progress_end();
 	pause_point("receipt");
 	AtEOXact_GUC(true, save_nestlevel);

@@ -53,6 +53,10 @@ static const ForgetStep forget_steps[] = {
 	 " source = CASE WHEN source OPERATOR(pg_catalog.=) ANY ($1) THEN NULL ELSE source END,"
 	 " target = CASE WHEN target OPERATOR(pg_catalog.=) ANY ($1) THEN NULL ELSE target END"
 	 " WHERE source OPERATOR(pg_catalog.=) ANY ($1) OR target OPERATOR(pg_catalog.=) ANY ($1)"},
+	/* 1.2: check history; runs stay, as diff runs do, without the relation */
+	{"check_results", "DELETE FROM reconcile.check_results WHERE relation OPERATOR(pg_catalog.=) ANY ($1)"},
+	{"check_runs", "UPDATE reconcile.check_runs SET relation = NULL"
+	 " WHERE relation OPERATOR(pg_catalog.=) ANY ($1)"},
 };
 
 /*

@@ -19,6 +19,7 @@
 #include "fmgr.h"
 #include "utils/guc.h"
 
+#include "check.h"
 #include "loader.h"
 #include "progress.h"
 
@@ -59,5 +60,12 @@ _PG_init(void)
 							   PGC_SUSET,
 							   GUC_NOT_IN_SAMPLE,
 							   NULL, NULL, NULL);
+	DefineCustomBoolVariable("reconcile.check_history",
+							 "Record the per-rule counts of every batch into a target with rules.",
+							 "Batches into targets with attached rules add a run to reconcile.check_runs "
+							 "and one row per rule to reconcile.check_results; runs of check jobs are "
+							 "always recorded.",
+							 &reconcile_check_history, true, PGC_SUSET, 0,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("reconcile");
 }

@@ -235,11 +235,14 @@ parse_row_section(List **rules, RuleSeverity sev, JsonbValue *section)
 												 where, jbv_type_name(&rv)), NULL);
 					r.text = jbv_string(&rv);
 				}
-				else if (!parse_descriptive_key(&r, rkey, &rv, where))
+				else if (!parse_descriptive_key(&r, rkey, &rv, where) &&
+						 !rules_parse_threshold_key(&r, rkey, &rv, where) &&
+						 !rules_parse_anomaly_key(&r, rkey, &rv, where))
 					refuse_document(psprintf("unknown key \"%s\" in %s", rkey, where),
-									"A row rule written as an object has the keys \"sql\", \"description\", \"reference_context\", \"columns\" and \"evidence\".");
+									"A row rule written as an object has the keys \"sql\", \"description\", \"reference_context\", \"columns\", \"evidence\" and the thresholds \"mostly\", \"max_invalid\" and \"max_invalid_share\"; an anomaly rule has \"kind\" instead of \"sql\".");
 			}
-			if (r.text == NULL)
+			rules_check_anomaly(&r, where);
+			if (r.text == NULL && r.anomaly == NULL)
 				refuse_document(psprintf("%s has no \"sql\"", where), NULL);
 		}
 		else
@@ -276,9 +279,10 @@ parse_dataset_check(List **rules, int index, JsonbValue *check)
 			else
 				r.text = jbv_string(&v);
 		}
-		else if (!parse_descriptive_key(&r, key, &v, where))
+		else if (!parse_descriptive_key(&r, key, &v, where) &&
+				 !rules_parse_threshold_key(&r, key, &v, where))
 			refuse_document(psprintf("unknown key \"%s\" in %s", key, where),
-							"A dataset check has the keys \"name\", \"sql\", \"description\", \"reference_context\", \"columns\" and \"evidence\".");
+							"A dataset check has the keys \"name\", \"sql\", \"description\", \"reference_context\", \"columns\", \"evidence\" and the threshold \"max_rows\".");
 	}
 	if (r.name == NULL)
 		refuse_document(psprintf("%s has no \"name\"", where), NULL);
@@ -812,7 +816,7 @@ check_rules(void *arg)
 
 	for (int i = 0; i < rs->nrules; i++)
 	{
-		if (rs->rules[i].error != NULL)
+		if (rs->rules[i].error != NULL || rs->rules[i].anomaly != NULL)
 			continue;
 		if (rs->rules[i].severity == RULE_DATASET)
 			check_dataset_check(&rs->rules[i]);

@@ -14,6 +14,7 @@
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "utils/jsonb.h"
+#include "utils/numeric.h"
 
 typedef enum RuleSeverity
 {
@@ -39,6 +40,10 @@ typedef struct Rule
 	/* rules_parse_for_report: why the rule does not pass its checks */
 	char	   *error;
 	int			sqlerrcode;
+	/* Thresholds (rules_threshold.c); all absent: any violation fails. */
+	struct RuleThreshold *threshold;	/* NULL when the rule has none */
+	/* Anomaly rules (rules_anomaly.c): a measure instead of text (NULL). */
+	struct RuleAnomaly *anomaly;	/* NULL for row rules and dataset checks */
 } Rule;
 
 typedef struct RuleSet
@@ -88,6 +93,64 @@ extern void rules_plan_row_rule(Rule *r, const char *relsql, const char *alias,
 								bool attached, Node **expr);
 extern void rules_refuse_volatile(Rule *r, Node *query);
 
+/* ---- rules_threshold.c: how many violations a rule tolerates ---- */
+
+typedef struct RuleThreshold
+{
+	Numeric		mostly;			/* share of rows that must be valid, or NULL */
+	Numeric		max_invalid_share;	/* share of rows that may violate, or NULL */
+	int64		max_invalid;	/* row rules: violating rows tolerated, or -1 */
+	int64		max_rows;		/* dataset checks: rows tolerated, or -1 */
+} RuleThreshold;
+
+extern bool rules_parse_threshold_key(Rule *r, const char *key, JsonbValue *v,
+									  const char *where);
+extern bool rule_within_threshold(const Rule *r, int64 invalid, int64 total);
+extern char *rule_threshold_text(const Rule *r);
+extern void rules_push_threshold(JsonbParseState **st, const Rule *r);
+extern Jsonb *rule_threshold_jsonb(const Rule *r);
+
+/* ---- rules_anomaly.c: measures held to bounds or to a job's history ---- */
+
+typedef enum AnomalyKind
+{
+	ANOMALY_ROW_COUNT,
+	ANOMALY_NULL_SHARE,
+	ANOMALY_DISTINCT_COUNT,
+	ANOMALY_FRESHNESS
+} AnomalyKind;
+
+typedef struct RuleAnomaly
+{
+	int			kind;			/* AnomalyKind; -1 until parsed */
+	char	   *column;			/* NULL for row_count */
+	double		within_sigma;	/* 0: no history test */
+	int			runs;			/* history runs needed (with within_sigma) */
+	bool		has_min;
+	double		min;
+	bool		has_max;
+	double		max;
+} RuleAnomaly;
+
+typedef enum AnomalyVerdict
+{
+	ANOMALY_PASS,
+	ANOMALY_FAIL,
+	ANOMALY_SKIPPED
+} AnomalyVerdict;
+
+extern bool rules_parse_anomaly_key(Rule *r, const char *key, JsonbValue *v,
+									const char *where);
+extern void rules_check_anomaly(Rule *r, const char *where);
+extern void rules_drop_anomalies(RuleSet *rs);
+extern const char *rules_anomaly_kind_name(const Rule *r);
+extern bool rules_anomaly_measure(const Rule *r, Oid relid, const char *relsql,
+								  int64 total_rows, double *value);
+extern int	rules_anomaly_history(const Rule *r, const char *job, double *values);
+extern AnomalyVerdict rules_anomaly_judge(const Rule *r, bool has_value, double value,
+										  const double *history, int n, double *mean,
+										  double *stddev, char **why);
+
 /* ---- rules_eval.c: evaluating row rules on scanned rows ---- */
 
 typedef struct RuleEval RuleEval;
@@ -116,5 +179,6 @@ extern int	batch_rules_row(BatchRules *br, TupleTableSlot *row, const char ***re
 extern void batch_rules_gate(struct BatchState *b);
 extern void batch_rules_check_winners(struct BatchState *b, const char *rows_sql);
 extern Datum batch_rules_warnings(BatchRules *br, bool *isnull);
+extern void batch_rules_record(struct BatchState *b);
 
 #endif							/* RECONCILE_RULES_H */

@@ -57,6 +57,7 @@
 #include "utils/typcache.h"
 
 #include "args.h"
+#include "check.h"
 #include "jsonbuild.h"
 #include "loader.h"
 #include "rules.h"
@@ -138,6 +139,17 @@ reconcile_set_rules(PG_FUNCTION_ARGS)
 		int			nrow = 0;
 		RulesEnv	env;
 		TargetInfo *t;
+
+		/* Anomaly rules run in check jobs, not batches: their columns must exist. */
+		for (int i = 0; i < rs->nrules; i++)
+			if (rs->rules[i].anomaly != NULL && rs->rules[i].anomaly->column != NULL &&
+				get_attnum(relid, rs->rules[i].anomaly->column) == InvalidAttrNumber)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_COLUMN),
+						 errmsg("column \"%s\" of anomaly rule \"%s\" does not exist in table \"%s\"",
+								rs->rules[i].anomaly->column, rs->rules[i].name,
+								relation_display_name(relid))));
+		rules_drop_anomalies(rs);
 
 		/* Each row rule is one more column of the projection evaluated per staged row. */
 		for (int i = 0; i < rs->nrules; i++)
@@ -226,7 +238,12 @@ struct BatchRules
 	QueryDesc  *rowquery;		/* started while the staged rows are read */
 	bool	   *planned_violated;	/* per rowplan column, for the current row */
 	bool	   *violated_now;	/* per row rule, for the current row */
-	int64	   *violations;		/* per row rule: fail and warn counts */
+	int64	   *violations;		/* per rule: fail and warn counts; rows a
+								 * dataset check returned */
+	int64		rows_counted;	/* rows whose violations were counted */
+	int64		rows_evaluated; /* rows the row rules were evaluated on */
+	bool		checked_winners;	/* the dataset checks ran */
+	TimestampTz started;		/* for the check history */
 	const char **reasons;		/* why the current row is rejected */
 };
 
@@ -446,12 +463,14 @@ batch_rules_load(TargetInfo *t, Oid staged)
 		return NULL;
 
 	rs = rules_parse(DatumGetJsonbP(d));
+	rules_drop_anomalies(rs);	/* they measure a relation, in check jobs */
 	br = palloc0(sizeof(BatchRules));
 	br->cxt = CurrentMemoryContext;
 	br->target = t->relid;
 	br->target_name = relation_display_name(t->relid);
 	br->owner = relation_owner(t->relid);
 	br->rules = rs;
+	br->started = GetCurrentTimestamp();
 	while (br->nrow < rs->nrules && rs->rules[br->nrow].severity != RULE_DATASET)
 		br->nrow++;
 	br->violations = palloc0(sizeof(int64) * Max(rs->nrules, 1));
@@ -755,18 +774,23 @@ batch_rules_row(BatchRules *br, TupleTableSlot *row, const char ***reasons)
 	if (br->rowquery != NULL)
 		run_row_plan_as_owner(br, row);
 	error_context_stack = br->context.previous;
+	br->rows_evaluated++;
 	for (int i = 0; i < br->nrow; i++)
 	{
 		int			src = br->source[i];
 
 		br->violated_now[i] = src >= 0 ? br->planned_violated[src] : br->violated[-1 - src];
 		if (br->violated_now[i] && br->rules->rules[i].severity == RULE_DROP)
+		{
 			br->reasons[nreasons++] = psprintf("violates drop rule \"%s\"",
 											   br->rules->rules[i].name);
+			br->violations[i]++;	/* rows it rejects, for the history */
+		}
 	}
 	*reasons = br->reasons;
 	if (nreasons > 0)
 		return nreasons;
+	br->rows_counted++;
 	for (int i = 0; i < br->nrow; i++)
 		if (br->violated_now[i] && br->rules->rules[i].severity != RULE_DROP)
 			br->violations[i]++;
@@ -784,7 +808,11 @@ refuse_batch(BatchState *b, const char *breaches)
 			 errhint("Correct the staged rows, or review the rules with reconcile_set_rules, and call reconcile_batch again; nothing was applied.")));
 }
 
-/* Before the merge: a fail rule violated by a loaded row refuses the whole batch. */
+/*
+ * Before the merge: a fail rule violated by loaded rows beyond its
+ * thresholds (any row, without thresholds) refuses the whole batch.  Shares
+ * are of the rows whose violations were counted: those not rejected.
+ */
 void
 batch_rules_gate(BatchState *b)
 {
@@ -799,10 +827,14 @@ batch_rules_gate(BatchState *b)
 	{
 		Rule	   *r = &br->rules->rules[i];
 
-		if (r->severity == RULE_FAIL && br->violations[i] > 0)
-			appendStringInfo(&breaches, "%sfail rule \"%s\": " INT64_FORMAT " %s",
+		if (r->severity == RULE_FAIL &&
+			!rule_within_threshold(r, br->violations[i], br->rows_counted))
+			appendStringInfo(&breaches, "%sfail rule \"%s\": " INT64_FORMAT " %s%s%s",
 							 nbreaches++ > 0 ? "; " : "", r->name, br->violations[i],
-							 br->violations[i] == 1 ? "row" : "rows");
+							 br->violations[i] == 1 ? "row" : "rows",
+							 r->threshold ? " of " : "",
+							 r->threshold ? psprintf(INT64_FORMAT " counted, beyond %s",
+													 br->rows_counted, rule_threshold_text(r)) : "");
 	}
 	if (nbreaches > 0)
 		refuse_batch(b, breaches.data);
@@ -853,15 +885,77 @@ batch_rules_check_winners(BatchState *b, const char *rows_sql)
 			elog(ERROR, "could not run dataset check \"%s\"", r->name);
 		n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		error_context_stack = cb.previous;
-		if (n > 0)
-			appendStringInfo(&breaches, "%sdataset check \"%s\": " INT64_FORMAT " %s",
-							 nbreaches++ > 0 ? "; " : "", r->name, n, n == 1 ? "row" : "rows");
+		br->violations[i] = n;
+		if (!rule_within_threshold(r, n, 0))
+			appendStringInfo(&breaches, "%sdataset check \"%s\": " INT64_FORMAT " %s%s%s",
+							 nbreaches++ > 0 ? "; " : "", r->name, n, n == 1 ? "row" : "rows",
+							 r->threshold ? ", beyond " : "",
+							 r->threshold ? rule_threshold_text(r) : "");
 		SPI_freeplan(plan);
 	}
 	rules_env_leave(&env);
 	PopActiveSnapshot();
+	br->checked_winners = true;
 	if (nbreaches > 0)
 		refuse_batch(b, breaches.data);
+}
+
+/*
+ * After the receipt: the batch's per-rule counts as a run of the check
+ * history (check_history.c), passes included, unless reconcile.check_history
+ * is off or the schema is still 1.1.  A refused batch records nothing: its
+ * error rolls back everything it wrote.  Shares are of the rows counted:
+ * for a drop rule, the rows evaluated (the rows it rejected among them);
+ * for fail and warn rules, the rows not rejected.
+ */
+void
+batch_rules_record(BatchState *b)
+{
+	BatchRules *br = b->rules;
+	CheckOutcome out;
+
+	if (br == NULL || br->rules->nrules == 0 || !reconcile_check_history ||
+		!check_history_installed())
+		return;
+	memset(&out, 0, sizeof(out));
+	out.relid = br->target;
+	out.total_rows = br->rows_evaluated;
+	out.nrules = br->rules->nrules;
+	out.rules = palloc0(sizeof(CheckRuleOutcome) * Max(out.nrules, 1));
+	for (int i = 0; i < out.nrules; i++)
+	{
+		Rule	   *r = &br->rules->rules[i];
+		CheckRuleOutcome *o = &out.rules[i];
+		int64		total = r->severity == RULE_DROP ? br->rows_evaluated :
+			r->severity == RULE_DATASET ? -1 : br->rows_counted;
+		bool		pass;
+
+		o->rule = r->name;
+		o->severity = rule_severity_names[r->severity];
+		o->threshold = rule_threshold_jsonb(r);
+		o->invalid = br->violations[i];
+		o->total = total;
+		if (r->severity == RULE_DATASET && !br->checked_winners)
+		{
+			/* The direct write path never runs them; a target with checks takes the general one. */
+			o->status = "SKIPPED";
+			out.skipped++;
+			continue;
+		}
+		o->counted = true;
+		pass = rule_within_threshold(r, o->invalid, total < 0 ? 0 : total);
+		o->status = pass ? "PASS" : "FAIL";
+		if (o->invalid > 0)
+			o->detail = r->severity == RULE_DATASET ?
+				psprintf("the check returned " INT64_FORMAT " %s over the batch's winners",
+						 o->invalid, o->invalid == 1 ? "row" : "rows") :
+				psprintf("%s " INT64_FORMAT " of " INT64_FORMAT " rows",
+						 r->severity == RULE_DROP ? "rejected" : "false or null on",
+						 o->invalid, total);
+		out.passed += pass;
+		out.failed += !pass;
+	}
+	check_history_record(&out, NULL, b->batch_id, br->started, NULL, NULL, NULL);
 }
 
 /* The receipt's warnings: violations per warn rule, as a jsonb object. */

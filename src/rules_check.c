@@ -31,6 +31,7 @@
 #include "tcop/dest.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/float.h"
 #include "utils/fmgrprotos.h"
 #include "utils/json.h"
 #include "utils/typcache.h"
@@ -43,6 +44,7 @@
 #include "utils/tuplestore.h"
 
 #include "args.h"
+#include "check.h"
 #include "jsonbuild.h"
 #include "jsonread.h"
 #include "receiver.h"
@@ -61,7 +63,8 @@ typedef enum RuleStatus
 	RS_PENDING,
 	RS_PASS,
 	RS_FAIL,
-	RS_ERROR
+	RS_ERROR,
+	RS_SKIPPED					/* an anomaly rule without enough history */
 } RuleStatus;
 
 typedef struct RuleResult
@@ -74,6 +77,13 @@ typedef struct RuleResult
 	char	   *error;
 	int			sqlerrcode;		/* of error */
 	Node	   *expr;			/* parse-analysed, when rule_eval can run it */
+	/* anomaly rules: the measure, the history it was held to, the verdict */
+	bool		has_observed;
+	double		observed;
+	int			nhistory;
+	double		history_mean;
+	double		history_stddev;
+	char	   *why;
 } RuleResult;
 
 typedef struct CheckRun
@@ -89,6 +99,7 @@ typedef struct CheckRun
 	AttrNumber *keyatts;
 	TupleDesc	rowdesc;		/* the relation's row type, for whole-row samples */
 	bool		fail_on_breach;
+	const char *job;			/* the check job running, for anomaly rules' history */
 	int64		total_rows;
 	bool		counted;
 	MemoryContext cxt;			/* outlives SPI and subtransactions */
@@ -317,7 +328,8 @@ scan_rules(void *arg)
 	{
 		RuleResult *res = &run->results[a->idx[j]];
 
-		res->status = res->invalid > 0 ? RS_FAIL : RS_PASS;
+		res->status = rule_within_threshold(res->rule, res->invalid, sr.rows) ?
+			RS_PASS : RS_FAIL;
 	}
 }
 
@@ -415,7 +427,8 @@ run_dataset_check(void *arg)
 	opts.params = a->params;
 	if (SPI_execute_plan_extended(plan, &opts) < 0)
 		elog(ERROR, "could not run dataset check \"%s\"", a->res->rule->name);
-	a->res->status = a->res->invalid > 0 ? RS_FAIL : RS_PASS;
+	a->res->status = rule_within_threshold(a->res->rule, a->res->invalid, 0) ?
+		RS_PASS : RS_FAIL;
 }
 
 typedef struct PlanArgs
@@ -617,8 +630,35 @@ check_sample_privileges(CheckRun *run)
  * Run a rules document over a relation.  The caller has connected to SPI;
  * results live in run->cxt.
  */
+/* An anomaly rule: measure the relation, read the job's history, judge. */
+static void
+run_anomaly_rule(void *arg)
+{
+	PlanArgs   *a = arg;
+	RuleResult *res = a->res;
+	Rule	   *r = res->rule;
+	double	   *history = palloc(sizeof(double) * Max(r->anomaly->runs, 1));
+	double		mean = 0,
+				stddev = 0;
+	AnomalyVerdict v;
+	char	   *why;
+	MemoryContext old;
+
+	res->has_observed = rules_anomaly_measure(r, a->run->relid, a->run->relsql,
+											  a->run->total_rows, &res->observed);
+	res->nhistory = r->anomaly->runs > 0 ? rules_anomaly_history(r, a->run->job, history) : 0;
+	v = rules_anomaly_judge(r, res->has_observed, res->observed, history, res->nhistory,
+							&mean, &stddev, &why);
+	res->history_mean = mean;
+	res->history_stddev = stddev;
+	res->status = v == ANOMALY_PASS ? RS_PASS : v == ANOMALY_FAIL ? RS_FAIL : RS_SKIPPED;
+	old = MemoryContextSwitchTo(a->run->cxt);
+	res->why = why ? pstrdup(why) : NULL;
+	MemoryContextSwitchTo(old);
+}
+
 static CheckRun *
-check_run(Oid relid, Jsonb *doc, Jsonb *options)
+check_run(Oid relid, Jsonb *doc, Jsonb *options, const char *job, Oid run_as)
 {
 	CheckRun   *run = palloc0(sizeof(CheckRun));
 	RuleSet    *rs;
@@ -639,6 +679,7 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", relid)));
 	run->relid = relid;
+	run->job = job;
 	run->relsql = relid_quoted_name(relid);
 	run->alias = pstrdup(quote_identifier(get_rel_name(relid)));
 	if (relkind != RELKIND_RELATION && relkind != RELKIND_VIEW &&
@@ -670,15 +711,18 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 
 	/*
 	 * The caller's own rules run with the caller's rights, but read-only,
-	 * whatever functions they call, and under the rules' search_path.
+	 * whatever functions they call, and under the rules' search_path; a
+	 * target's attached rules (run_as, from a check job) as its owner,
+	 * restricted, as batches run them.
 	 */
-	rules_env_enter(&env, InvalidOid);
+	rules_env_enter(&env, run_as);
 	{
 		int			nrow = 0;
 		int		   *rows = palloc(sizeof(int) * Max(rs->nrules, 1));
 
 		for (int i = 0; i < rs->nrules; i++)
-			if (rs->rules[i].severity != RULE_DATASET && run->results[i].status != RS_ERROR)
+			if (rs->rules[i].severity != RULE_DATASET && run->results[i].status != RS_ERROR &&
+				rs->rules[i].anomaly == NULL)
 				rows[nrow++] = i;
 
 		/*
@@ -725,10 +769,30 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options)
 			DatasetArgs da = {run, res, "", run->relsql, NULL};
 			ErrorData  *error;
 
-			if (res->rule->severity != RULE_DATASET || res->status == RS_ERROR)
+			if (res->rule->severity != RULE_DATASET || res->status == RS_ERROR ||
+				res->rule->anomaly != NULL)
 				continue;
 			CHECK_FOR_INTERRUPTS();
 			error = rules_try(run_dataset_check, &da);
+			if (error != NULL)
+			{
+				res->status = RS_ERROR;
+				res->error = error->message;
+				res->sqlerrcode = error->sqlerrcode;
+			}
+		}
+
+		/* Anomaly rules, after the scan that counted the rows. */
+		for (int i = 0; i < rs->nrules; i++)
+		{
+			RuleResult *res = &run->results[i];
+			PlanArgs	pa = {run, res, i};
+			ErrorData  *error;
+
+			if (res->rule->anomaly == NULL || res->status == RS_ERROR)
+				continue;
+			CHECK_FOR_INTERRUPTS();
+			error = rules_try(run_anomaly_rule, &pa);
 			if (error != NULL)
 			{
 				res->status = RS_ERROR;
@@ -757,7 +821,7 @@ result_breaches(RuleResult *res)
 static const char *
 status_name(RuleStatus s)
 {
-	return s == RS_PASS ? "PASS" : s == RS_FAIL ? "FAIL" : "ERROR";
+	return s == RS_PASS ? "PASS" : s == RS_FAIL ? "FAIL" : s == RS_SKIPPED ? "SKIPPED" : "ERROR";
 }
 
 static Datum
@@ -774,23 +838,43 @@ invalid_pct(CheckRun *run, int64 invalid)
 	return DirectFunctionCall2(numeric_round, num, Int32GetDatum(2));
 }
 
+/*
+ * With thresholds, a rule that found violations says whether they are
+ * within them: ", within mostly 0.99" or ", beyond mostly 0.99".
+ */
+static const char *
+threshold_clause(RuleResult *res)
+{
+	char	   *t = rule_threshold_text(res->rule);
+
+	if (t == NULL)
+		return "";
+	return psprintf(", %s %s", res->status == RS_PASS ? "within" : "beyond", t);
+}
+
 static char *
 result_detail(CheckRun *run, RuleResult *res)
 {
 	if (res->status == RS_ERROR)
 		return res->error;
+	if (res->rule->anomaly != NULL)
+		return psprintf("%s%s%s%s", rules_anomaly_kind_name(res->rule),
+						res->rule->anomaly->column ? " of " : "",
+						res->rule->anomaly->column ? res->rule->anomaly->column : "",
+						res->why ? psprintf(": %s", res->why) :
+						res->has_observed ? psprintf(" %g", res->observed) : "");
 	if (res->rule->severity == RULE_DATASET)
 	{
-		if (res->status == RS_FAIL)
-			return psprintf("the check returned " INT64_FORMAT " %s%s%s", res->invalid,
-							res->invalid == 1 ? "row" : "rows",
+		if (res->invalid > 0)
+			return psprintf("the check returned " INT64_FORMAT " %s%s%s%s", res->invalid,
+							res->invalid == 1 ? "row" : "rows", threshold_clause(res),
 							res->rule->description ? ": " : "",
 							res->rule->description ? res->rule->description : "");
 		return res->rule->description;
 	}
-	if (res->status == RS_FAIL)
-		return psprintf("false or null on " INT64_FORMAT " of " INT64_FORMAT " rows",
-						res->invalid, run->total_rows);
+	if (res->invalid > 0)
+		return psprintf("false or null on " INT64_FORMAT " of " INT64_FORMAT " rows%s",
+						res->invalid, run->total_rows, threshold_clause(res));
 	return NULL;
 }
 
@@ -854,8 +938,8 @@ raise_if_blocked(CheckRun *run)
 			appendStringInfo(&detail, "ERROR %s (%s)", result_sqlstate(res) ? result_sqlstate(res) : "",
 							 res->error);
 		else
-			appendStringInfo(&detail, INT64_FORMAT " %s", res->invalid,
-							 res->invalid == 1 ? "row" : "rows");
+			appendStringInfo(&detail, INT64_FORMAT " %s%s", res->invalid,
+							 res->invalid == 1 ? "row" : "rows", threshold_clause(res));
 	}
 	if (nbreach == 0)
 		return;
@@ -887,6 +971,57 @@ check_args(FunctionCallInfo fcinfo, const char *fn)
 }
 
 /*
+ * A check's outcome, rule by rule, for its history (check_history.c):
+ * the values reconcile_check_report shows.  The caller has connected to
+ * SPI; option fail_on_breach has no effect here.
+ */
+CheckOutcome *
+rules_check_outcome(Oid relid, Jsonb *doc, Jsonb *options, const char *job, Oid run_as)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	CheckRun   *run = check_run(relid, doc, options, job, run_as);
+	CheckOutcome *out;
+
+	MemoryContextSwitchTo(cxt);
+	out = palloc0(sizeof(CheckOutcome));
+	out->relid = relid;
+	out->total_rows = run->total_rows;
+	out->nrules = run->rules->nrules;
+	out->rules = palloc0(sizeof(CheckRuleOutcome) * Max(out->nrules, 1));
+	for (int i = 0; i < out->nrules; i++)
+	{
+		RuleResult *res = &run->results[i];
+		CheckRuleOutcome *o = &out->rules[i];
+
+		o->rule = res->rule->name;
+		o->severity = rule_severity_names[res->rule->severity];
+		o->status = status_name(res->status);
+		o->counted = res->status != RS_ERROR && res->rule->anomaly == NULL;
+		o->invalid = res->invalid;
+		o->total = res->rule->severity == RULE_DATASET ? -1 : run->total_rows;
+		o->threshold = rule_threshold_jsonb(res->rule);
+		o->gate_breach = result_breaches(res);
+		o->sample = o->counted ? samples_jsonb(res) : NULL;
+		o->detail = result_detail(run, res);
+		o->error = res->status == RS_ERROR ? res->error : NULL;
+		o->sqlstate = result_sqlstate(res);
+		o->has_observed = res->has_observed;
+		o->observed = res->observed;
+		o->has_history = res->rule->anomaly != NULL && res->rule->anomaly->runs > 0 &&
+			res->status != RS_ERROR;
+		o->history_runs = res->nhistory;
+		o->history_mean = res->nhistory >= 2 ? res->history_mean : get_float8_nan();
+		o->history_stddev = res->nhistory >= 2 ? res->history_stddev : get_float8_nan();
+		out->skipped += res->status == RS_SKIPPED;
+		out->passed += res->status == RS_PASS;
+		out->failed += res->status == RS_FAIL;
+		out->errored += res->status == RS_ERROR;
+		out->blocked |= o->gate_breach;
+	}
+	return out;
+}
+
+/*
  * reconcile_check(relation regclass, rules jsonb, options jsonb DEFAULT '{}')
  *		Evaluates a rules document against a relation; returns one row per rule
  *		(rule, severity, status, invalid_rows, invalid_pct, gate_breach,
@@ -906,7 +1041,7 @@ reconcile_check(PG_FUNCTION_ARGS)
 	SPI_connect();
 	MemoryContextSwitchTo(cxt);
 	run = check_run(PG_GETARG_OID(0), PG_GETARG_JSONB_P(1),
-					PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2));
+					PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2), NULL, InvalidOid);
 	MemoryContextSwitchTo(cxt);
 	for (int i = 0; i < run->rules->nrules; i++)
 	{
@@ -920,8 +1055,9 @@ reconcile_check(PG_FUNCTION_ARGS)
 		values[0] = CStringGetTextDatum(res->rule->name);
 		values[1] = CStringGetTextDatum(rule_severity_names[res->rule->severity]);
 		values[2] = CStringGetTextDatum(status_name(res->status));
-		if (res->status == RS_ERROR)
+		if (res->status == RS_ERROR || r->anomaly != NULL)
 		{
+			/* An anomaly rule counts no rows: its measure is in detail. */
 			isnull[3] = isnull[4] = isnull[6] = true;
 		}
 		else
@@ -960,8 +1096,10 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 	JsonbParseState *st = NULL;
 	int			passed = 0,
 				failed = 0,
-				errored = 0;
+				errored = 0,
+				skipped = 0;
 	bool		blocked = false;
+	bool		anomalies = false;
 	Datum		result;
 
 	check_args(fcinfo, "reconcile_check_report");
@@ -969,7 +1107,7 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 	SPI_connect();
 	MemoryContextSwitchTo(cxt);
 	run = check_run(PG_GETARG_OID(0), PG_GETARG_JSONB_P(1),
-					PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2));
+					PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2), NULL, InvalidOid);
 	/* SPI calls leave SPI's own context current; the result must outlive it. */
 	MemoryContextSwitchTo(cxt);
 
@@ -985,12 +1123,14 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 		passed += res->status == RS_PASS;
 		failed += res->status == RS_FAIL;
 		errored += res->status == RS_ERROR;
+		skipped += res->status == RS_SKIPPED;
+		anomalies |= res->rule->anomaly != NULL;
 		blocked |= result_breaches(res);
 		pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
 		jsonb_push_string_field(&st, "rule", res->rule->name);
 		jsonb_push_string_field(&st, "severity", rule_severity_names[res->rule->severity]);
 		jsonb_push_string_field(&st, "status", status_name(res->status));
-		if (res->status == RS_ERROR)
+		if (res->status == RS_ERROR || res->rule->anomaly != NULL)
 		{
 			jsonb_push_null_field(&st, "invalid_rows");
 			jsonb_push_null_field(&st, "invalid_pct");
@@ -1005,7 +1145,7 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 		v.type = jbvBool;
 		v.val.boolean = result_breaches(res);
 		pushJsonbValue(&st, WJB_VALUE, &v);
-		if (res->status == RS_ERROR)
+		if (res->status == RS_ERROR || res->rule->anomaly != NULL)
 			jsonb_push_null_field(&st, "sample");
 		else
 		{
@@ -1039,6 +1179,26 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 			pushJsonbValue(&st, WJB_VALUE, &v);
 		}
 		push_optional_string(&st, "reference_context", res->rule->reference_context);
+		/* Only a rule with thresholds has the key: reports without stay as they were. */
+		if (res->rule->threshold != NULL)
+		{
+			jsonb_push_key(&st, "threshold");
+			rules_push_threshold(&st, res->rule);
+		}
+		/* Only anomaly rules have a measure and a history. */
+		if (res->rule->anomaly != NULL)
+		{
+			if (res->has_observed)
+			{
+				v.type = jbvNumeric;
+				v.val.numeric = DatumGetNumeric(DirectFunctionCall1(float8_numeric,
+																	Float8GetDatum(res->observed)));
+				jsonb_push_key(&st, "observed");
+				pushJsonbValue(&st, WJB_VALUE, &v);
+			}
+			else
+				jsonb_push_null_field(&st, "observed");
+		}
 		pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	}
 	pushJsonbValue(&st, WJB_END_ARRAY, NULL);
@@ -1048,6 +1208,8 @@ reconcile_check_report(PG_FUNCTION_ARGS)
 	jsonb_push_int64_field(&st, "passed", passed);
 	jsonb_push_int64_field(&st, "failed", failed);
 	jsonb_push_int64_field(&st, "errored", errored);
+	if (anomalies)
+		jsonb_push_int64_field(&st, "skipped", skipped);
 	jsonb_push_string_field(&st, "gate", blocked ? "blocked" : "pass");
 	pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	result = JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL)));

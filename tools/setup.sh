@@ -17,6 +17,7 @@ PACKAGES=(
 	make
 	gcc
 	sqlsmith
+	prometheus-postgres-exporter
 )
 
 install_packages() {
@@ -32,6 +33,19 @@ install_packages() {
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -q
 	apt-get install -y -q "${missing[@]}"
+}
+
+# Debian's prometheus-postgres-exporter comes with a service that would
+# listen on :9187 and scrape the system's PostgreSQL; the TAP test runs the
+# binary itself, on loopback, against its own node.  Keep the service off.
+disable_exporter_service() {
+	is_installed prometheus-postgres-exporter || return 0
+	if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+		systemctl disable --now prometheus-postgres-exporter.service >/dev/null 2>&1 || true
+	elif [ -x /etc/init.d/prometheus-postgres-exporter ]; then
+		/etc/init.d/prometheus-postgres-exporter stop >/dev/null 2>&1 || true
+		update-rc.d prometheus-postgres-exporter disable >/dev/null 2>&1 || true
+	fi
 }
 
 # Citus, for test/t/050_citus.pl: built once per machine by the shared
@@ -143,6 +157,7 @@ start_cluster() {
 main() {
 	require_root
 	install_packages
+	disable_exporter_service
 	install_citus
 	build_and_install
 	cd /  # the postgres user may not be able to enter the project folder

@@ -87,6 +87,8 @@ run_perl_tap() {
 	rm -rf "$scratch"
 	mkdir -p "$scratch"
 	cp -R "$RECONCILE_ROOT/test/t" "$scratch/t"
+	# The shipped monitoring files, for test/t/060_postgres_exporter.pl.
+	cp -R "$RECONCILE_ROOT/monitoring" "$scratch/monitoring"
 	chown -R postgres:postgres "$RECONCILE_STATE/.tmp"
 	if (cd "$scratch" && runuser -u postgres -- env \
 		-u PGHOST -u PGPORT -u PGUSER -u PGDATABASE \

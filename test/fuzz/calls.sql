@@ -229,7 +229,7 @@ END $$;
 CREATE FUNCTION pg_temp.call() RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     p record;
-    f int := floor(random() * 18)::int;
+    f int := floor(random() * 19)::int;
     deep boolean := random() < 0.5;
     rel text;
     stmt text;
@@ -293,6 +293,9 @@ BEGIN
         pg_temp.lit(pg_temp.one(array_to_string(p.cols[1:2], ','), upper(p.cols[1]), ' , ', '"' || p.cols[1], p.cols[1]), 'text'),
         pg_temp.lit(pg_temp.one(NULL, p.cols[2], upper(p.cols[3])), 'text'),
         pg_temp.lit(pg_temp.one(NULL, '7 days', '2026-01-01/2026-02-01', '/', 'x/y/z'), 'text'))
+    WHEN f = 17 THEN format('SELECT * FROM reconcile_check_run(%s)',
+        CASE WHEN deep THEN '(SELECT job FROM reconcile.check_jobs ORDER BY random() LIMIT 1)'
+             ELSE pg_temp.pick('words', 'text') END)
     ELSE format('SELECT reconcile_set_rules(%s, %s)', rel, pg_temp.rules(p.cols))
     END;
     -- Now and then: DDL on what the call reads, in a transaction rolled back.

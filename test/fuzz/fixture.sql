@@ -37,6 +37,7 @@ GRANT USAGE ON SCHEMA fuzz TO reconcile_fuzz_reader;
 
 -- Jobs are written by the extension's owner (or whom it grants).
 GRANT INSERT, UPDATE, DELETE ON reconcile.diff_jobs TO reconcile_fuzz_owner;
+GRANT INSERT, UPDATE, DELETE ON reconcile.check_jobs TO reconcile_fuzz_owner;
 
 SET ROLE reconcile_fuzz_owner;
 
@@ -248,6 +249,16 @@ BEGIN
     END LOOP;
 END $$;
 SELECT job, findings FROM reconcile_diff_run('customers');
+
+-- ---- check jobs and their history (1.2) ----
+INSERT INTO reconcile.check_jobs VALUES
+    ('customer_rules', 'public.customer', NULL, NULL),
+    ('customer_quality', 'customer', '{"fail": {"amount_mostly": {"sql": "amount >= 0", "mostly": 0.9}},
+       "warn": {"rows_usual": {"kind": "row_count", "within_sigma": 3, "runs": 2},
+                "fresh": {"kind": "freshness", "column": "updated_at", "max": 86400}},
+       "dataset_checks": [{"name": "few", "sql": "SELECT 1 FROM {{TABLE}}", "max_rows": 3}]}', '{"sample": 2}'),
+    ('check_broken', 'no_such_table', '{}', NULL);
+SELECT job, gate, error IS NOT NULL AS failed FROM reconcile_check_run() ORDER BY job;
 
 -- ---- odd values, for sqlsmith's column references and calls.sql ----
 CREATE TABLE fuzz.pool (
