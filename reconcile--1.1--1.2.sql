@@ -90,3 +90,38 @@ COMMENT ON FUNCTION reconcile.diff_side_shared(pg_catalog.regclass) IS
     'Policy helper: whether the current role reads the relation as every reader without rows of its own does (SELECT, no row-level security restricting it, foreign tables through the PUBLIC user mapping).';
 COMMENT ON FUNCTION reconcile.diff_run_visible(pg_catalog.name, pg_catalog.bool, pg_catalog.regclass, pg_catalog.regclass) IS
     'Policy helper of reconcile.diff_runs and diff_results: the runner and its members see a run; other roles only when it is not reader-dependent and they read both sides as shared.';
+
+-- ---- a reconciliation config carries trim_keys and cutoff ----
+
+-- Two optional columns at the end of reconcile.diff_job_config: a file in
+-- 1.1's layout loads with its column list (COPY reconcile.diff_job_config
+-- (job, source, target, key_columns, updated_column, "window") FROM ...).
+-- An empty field keeps what the job has; cutoff "none" removes one.
+CREATE OR REPLACE VIEW reconcile.diff_job_config WITH (security_invoker = true) AS
+SELECT j.name AS job,
+       j.source,
+       j.target,
+       (SELECT pg_catalog.string_agg(
+                   CASE WHEN k OPERATOR(pg_catalog.~) '^[^",[:space:]]([^",]*[^",[:space:]])?$' THEN k
+                        ELSE '"' OPERATOR(pg_catalog.||) pg_catalog.replace(k, '"', '""')
+                             OPERATOR(pg_catalog.||) '"' END,
+                   ', ' ORDER BY n)
+          FROM pg_catalog.unnest(j.key_columns) WITH ORDINALITY AS u(k, n)) AS key_columns,
+       j.options OPERATOR(pg_catalog.->>) 'updated_column' AS updated_column,
+       CASE WHEN j.options OPERATOR(pg_catalog.?) 'lookback'
+            THEN j.options OPERATOR(pg_catalog.->>) 'lookback'
+            WHEN pg_catalog.jsonb_typeof(j.options OPERATOR(pg_catalog.->) 'window')
+                 OPERATOR(pg_catalog.=) 'array'
+            THEN pg_catalog.concat(j.options OPERATOR(pg_catalog.#>>) '{window,0}', '/',
+                                   j.options OPERATOR(pg_catalog.#>>) '{window,1}')
+       END AS "window",
+       j.options OPERATOR(pg_catalog.->>) 'trim_keys' AS trim_keys,
+       j.options OPERATOR(pg_catalog.->>) 'cutoff' AS cutoff
+  FROM reconcile.diff_jobs j;
+
+COMMENT ON COLUMN reconcile.diff_job_config.trim_keys IS
+    'Optional: true or false (option trim_keys); empty keeps the job''s setting.';
+COMMENT ON COLUMN reconcile.diff_job_config.cutoff IS
+    'Optional, needs updated_column: source_max (option cutoff), or none to remove it; empty keeps the job''s setting.';
+COMMENT ON COLUMN reconcile.diff_job_config.job IS
+    'Job name; a job of the same name is replaced (options set by hand other than updated_column, window and lookback stay, and trim_keys and cutoff unless the row sets them).';

@@ -45,9 +45,13 @@
 
 PG_FUNCTION_INFO_V1(reconcile_diff_job_config_load);
 
-/* The view's columns, by name. */
+/*
+ * The view's columns, by name.  trim_keys and cutoff are columns of schema
+ * 1.2 (the library also runs on a view of 1.1, without them).
+ */
 static const char *const config_columns[] = {
-	"job", "source", "target", "key_columns", "updated_column", "window"
+	"job", "source", "target", "key_columns", "updated_column", "window",
+	"trim_keys", "cutoff"
 };
 
 #define CFG_JOB			0
@@ -56,9 +60,16 @@ static const char *const config_columns[] = {
 #define CFG_KEYS		3
 #define CFG_UPDATED		4
 #define CFG_WINDOW		5
-#define CFG_NCOLUMNS	6
+#define CFG_TRIM_KEYS	6
+#define CFG_CUTOFF		7
+#define CFG_NCOLUMNS	8
 
-/* Options the file sets; others in a job's options are kept on a reload. */
+/*
+ * Options the file sets; others in a job's options are kept on a reload.
+ * trim_keys and cutoff are set only by a field that is not empty (an empty
+ * one keeps what the job has: files of 1.1 have no such fields, and their
+ * jobs had them set by hand), so they are not listed here.
+ */
 static const char *const config_options[] = {"updated_column", "window", "lookback"};
 
 static void
@@ -90,6 +101,8 @@ config_field(HeapTuple tup, TupleDesc desc, int which)
 	Datum		d;
 	char	   *s;
 
+	if (attno <= 0 && which >= CFG_TRIM_KEYS)
+		return NULL;			/* the view of schema 1.1 */
 	if (attno <= 0)
 		elog(ERROR, "column \"%s\" of reconcile.diff_job_config not found",
 			 config_columns[which]);
@@ -282,11 +295,12 @@ push_window(JsonbParseState **st, const char *window, const char *job)
  */
 static Jsonb *
 config_options_jsonb(Jsonb *old, const char *updated, const char *window,
-					 const char *job)
+					 const char *trim_keys, const char *cutoff, const char *job)
 {
 	JsonbParseState *st = NULL;
 	JsonbValue *res;
 	bool		any = false;
+	bool		trim = false;
 
 	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
 	if (old != NULL && JB_ROOT_IS_OBJECT(old))
@@ -305,6 +319,11 @@ config_options_jsonb(Jsonb *old, const char *updated, const char *window,
 					if (strlen(config_options[i]) == v.val.string.len &&
 						memcmp(config_options[i], v.val.string.val, v.val.string.len) == 0)
 						keep = false;
+				if ((trim_keys && v.val.string.len == 9 &&
+					 memcmp(v.val.string.val, "trim_keys", 9) == 0) ||
+					(cutoff && v.val.string.len == 6 &&
+					 memcmp(v.val.string.val, "cutoff", 6) == 0))
+					keep = false;
 				if (keep)
 				{
 					pushJsonbValue(&st, WJB_KEY, &v);
@@ -329,6 +348,27 @@ config_options_jsonb(Jsonb *old, const char *updated, const char *window,
 					 errdetail("The window bounds the column of last update.")));
 		push_window(&st, window, job);
 	}
+	if (trim_keys)
+	{
+		JsonbValue	b;
+
+		if (!parse_bool(trim_keys, &trim))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("trim_keys \"%s\" of diff job \"%s\" is not a boolean", trim_keys, job),
+					 errhint("Write true or false, or leave the field empty to keep the job's setting.")));
+		jsonb_push_key(&st, "trim_keys");
+		b.type = jbvBool;
+		b.val.boolean = trim;
+		pushJsonbValue(&st, WJB_VALUE, &b);
+		any = true;
+	}
+	/* "none" removes a cutoff; anything else is checked as the option. */
+	if (cutoff && pg_strcasecmp(cutoff, "none") != 0)
+	{
+		jsonb_push_string_field(&st, "cutoff", cutoff);
+		any = true;
+	}
 	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	return any ? JsonbValueToJsonb(res) : NULL;
 }
@@ -351,7 +391,9 @@ reconcile_diff_job_config_load(PG_FUNCTION_ARGS)
 			   *squal,
 			   *tqual,
 			   *updated,
-			   *window;
+			   *window,
+			   *trim_keys,
+			   *cutoff;
 	Oid			source,
 				target;
 	ArrayType  *keys;
@@ -409,12 +451,15 @@ reconcile_diff_job_config_load(PG_FUNCTION_ARGS)
 	keys = split_column_list(required_field(tup, desc, CFG_KEYS, job), job);
 	updated = config_field(tup, desc, CFG_UPDATED);
 	window = config_field(tup, desc, CFG_WINDOW);
+	trim_keys = config_field(tup, desc, CFG_TRIM_KEYS);
+	cutoff = config_field(tup, desc, CFG_CUTOFF);
 
 	source = resolve_config_relation(sname, "source", job, &squal);
 	target = resolve_config_relation(tname, "target", job, &tqual);
 
 	SPI_connect();
-	options = config_options_jsonb(current_options(job), updated, window, job);
+	options = config_options_jsonb(current_options(job), updated, window,
+								   trim_keys, cutoff, job);
 
 	/* Checked as a run checks it; the names come back as the diff resolved them. */
 	spec = diff_validate(source, target, keys, options);
@@ -423,7 +468,8 @@ reconcile_diff_job_config_load(PG_FUNCTION_ARGS)
 		resolved[i] = CStringGetTextDatum(spec->keys[i].name);
 	keys = construct_array(resolved, spec->nkeys, TEXTOID, -1, false, TYPALIGN_INT);
 	if (updated)
-		options = config_options_jsonb(options, spec->upd_name, window, job);
+		options = config_options_jsonb(options, spec->upd_name, window,
+									   trim_keys, cutoff, job);
 
 	values[0] = CStringGetTextDatum(job);
 	values[1] = CStringGetTextDatum(squal);
