@@ -172,6 +172,22 @@ INSERT INTO reconcile.diff_job_config VALUES ('x', 'sales.payments', 'sink.payme
 INSERT INTO reconcile.diff_job_config VALUES ('x', 'sales.payments', 'sink.payments', 'payment_id,line_no', 'paid_at', '2026-11-29/2026-11-01');
 INSERT INTO reconcile.diff_job_config VALUES ('x', 'sales.payments', 'sink.payments', 'payment_id,line_no', 'amount', '7 days');
 INSERT INTO reconcile.diff_job_config VALUES ('x', 'sales.payments', 'sink.customers', 'payment_id', NULL, NULL);
+-- A mixed-case table in a CSV file: the field sales."Orders" reaches the
+-- loader as sales.Orders (COPY removes the quotes), which SQL reads as
+-- sales.orders; the hint shows the field that works, which loads.
+CREATE TABLE sales."Orders" (LIKE sales.src_orders);
+COPY reconcile.diff_job_config (job, source, target, key_columns) FROM STDIN CSV HEADER;
+job,source,target,key_columns
+mixed,sales."Orders",sink.orders,"customer_id, PrimaryKEY1"
+\.
+COPY reconcile.diff_job_config (job, source, target, key_columns) FROM STDIN CSV HEADER;
+job,source,target,key_columns
+mixed,"sales.""Orders""",sink.orders,"customer_id, PrimaryKEY1"
+\.
+SELECT name, source, target FROM reconcile.diff_jobs WHERE name = 'mixed';
+INSERT INTO reconcile.diff_job_config VALUES ('mixed', 'Sales.Orders', 'sink.orders', 'customer_id, PrimaryKEY1');
+DELETE FROM reconcile.diff_job_config WHERE job = 'mixed';
+DROP TABLE sales."Orders";
 -- A bad row in a file: the COPY fails at its line, and no job of the file is kept.
 COPY reconcile.diff_job_config (job, source, target, key_columns, updated_column, "window") FROM STDIN CSV HEADER;
 job,source,target,key_columns,updated_column,window

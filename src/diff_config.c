@@ -203,6 +203,67 @@ split_column_list(const char *list, const char *job)
  * lower case), looked up now with the loader's search_path and locked
  * before its columns are read; returned with its schema-qualified name.
  */
+/*
+ * The name as the loader probably meant it, when it has capitals and no
+ * double quotes (COPY ... CSV removes the quotes of sales."Orders" as a
+ * field's quoting): each part with a capital quoted.  NULL otherwise.
+ */
+static char *
+case_kept_name(const char *name)
+{
+	StringInfoData buf;
+	bool		upper = false;
+	const char *p;
+
+	for (p = name; *p; p++)
+	{
+		if (*p == '"')
+			return NULL;
+		if (*p >= 'A' && *p <= 'Z')
+			upper = true;
+	}
+	if (!upper)
+		return NULL;
+	initStringInfo(&buf);
+	for (p = name;;)
+	{
+		const char *dot = strchr(p, '.');
+		int			len = dot ? dot - p : strlen(p);
+		bool		part_upper = false;
+
+		for (int i = 0; i < len; i++)
+			if (p[i] >= 'A' && p[i] <= 'Z')
+				part_upper = true;
+		if (part_upper)
+			appendStringInfo(&buf, "\"%.*s\"", len, p);
+		else
+			appendBinaryStringInfo(&buf, p, len);
+		if (dot == NULL)
+			break;
+		appendStringInfoChar(&buf, '.');
+		p = dot + 1;
+	}
+	return buf.data;
+}
+
+/* A value as a CSV field: in double quotes, each quote doubled. */
+static char *
+csv_field(const char *value)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '"');
+	for (const char *p = value; *p; p++)
+	{
+		if (*p == '"')
+			appendStringInfoChar(&buf, '"');
+		appendStringInfoChar(&buf, *p);
+	}
+	appendStringInfoChar(&buf, '"');
+	return buf.data;
+}
+
 static Oid
 resolve_config_relation(const char *name, const char *side, const char *job,
 						char **qualified)
@@ -211,13 +272,30 @@ resolve_config_relation(const char *name, const char *side, const char *job,
 	Oid			relid = RangeVarGetRelid(rv, AccessShareLock, true);
 
 	if (!OidIsValid(relid))
+	{
+		char	   *meant = case_kept_name(name);
+
+		/*
+		 * A name with capitals reached us unquoted, and so was folded to
+		 * lower case: show its quoted form, and that form as a CSV field,
+		 * which is what a config file needs.
+		 */
+		if (meant)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("%s \"%s\" of diff job \"%s\" does not exist", side, name, job),
+					 errdetail("Unquoted, the name is read in lower case, as SQL reads it: %s.",
+							   quote_qualified_identifier(rv->schemaname, rv->relname)),
+					 errhint("For the mixed-case name %s, write the field %s in a CSV file (COPY removes one level of double quotes), or '%s' in an INSERT.",
+							 meant, csv_field(meant), meant)));
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("%s \"%s\" of diff job \"%s\" does not exist", side, name, job),
 				 rv->schemaname ? 0 :
 				 errdetail("An unqualified name is looked up in the search_path of the role loading the config: %s.",
 						   GetConfigOption("search_path", false, false)),
-				 errhint("Schema-qualify the name, such as public.orders; a mixed-case name needs double quotes, such as public.\"Orders\".")));
+				 errhint("Schema-qualify the name, such as public.orders; a mixed-case name needs double quotes, such as public.\"Orders\", written \"public.\"\"Orders\"\"\" as a CSV field.")));
+	}
 	if (get_rel_persistence(relid) == RELPERSISTENCE_TEMP)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
