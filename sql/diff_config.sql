@@ -212,6 +212,21 @@ SELECT * FROM reconcile_diff('sales.src_orders', 'sink.orders', '{customer_id,Pr
 SELECT * FROM reconcile_diff('sales.src_orders', 'sink.orders', '{customer_id,PrimaryKEY1}',
     '{"updated_column": "updated_date", "lookback": "a week"}');
 
+-- On a date column the look-back's start is inclusive and is the date of
+-- now minus the interval: "7 days" reads today and the 7 dates before it
+-- (8 calendar dates), "6 days" a week including today; dates after today
+-- are in too (no end).
+CREATE TABLE lb_src (id int PRIMARY KEY, d date);
+CREATE TABLE lb_tgt (id int PRIMARY KEY, d date);
+INSERT INTO lb_src SELECT i, (now() AT TIME ZONE 'UTC')::date - i FROM generate_series(-1, 9) i;
+SELECT min(id) AS newest_day_back, max(id) AS oldest_day_back, count(*) AS dates
+  FROM reconcile_diff('lb_src', 'lb_tgt', '{id}', '{"updated_column": "d", "lookback": "7 days"}') f,
+       LATERAL (SELECT (f.key->>'id')::int AS id) k;
+SELECT min(id) AS newest_day_back, max(id) AS oldest_day_back, count(*) AS dates
+  FROM reconcile_diff('lb_src', 'lb_tgt', '{id}', '{"updated_column": "d", "lookback": "6 days"}') f,
+       LATERAL (SELECT (f.key->>'id')::int AS id) k;
+DROP TABLE lb_src, lb_tgt;
+
 -- Privileges: loading writes diff_jobs with the loader's rights.
 CREATE ROLE cfg_reader;
 CREATE ROLE cfg_writer;
