@@ -24,8 +24,8 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_foreign_table.h"
 #include "catalog/pg_inherits.h"
-#include "foreign/foreign.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/fmgroids.h"
@@ -121,10 +121,24 @@ relation_reader_dependent(Oid relid)
 			continue;
 		if (member != relid && relkind == RELKIND_RELATION)
 			dependent = true;
-		else if (SearchSysCacheExists2(USERMAPPINGUSERSERVER,
-									   ObjectIdGetDatum(GetUserId()),
-									   ObjectIdGetDatum(GetForeignTable(member)->serverid)))
-			dependent = true;
+		else
+		{
+			/* By syscache: after a failed run the table may be gone. */
+			HeapTuple	ft = SearchSysCache1(FOREIGNTABLEREL, ObjectIdGetDatum(member));
+
+			if (!HeapTupleIsValid(ft))
+				dependent = true;
+			else
+			{
+				Oid			server = ((Form_pg_foreign_table) GETSTRUCT(ft))->ftserver;
+
+				ReleaseSysCache(ft);
+				if (SearchSysCacheExists2(USERMAPPINGUSERSERVER,
+										  ObjectIdGetDatum(GetUserId()),
+										  ObjectIdGetDatum(server)))
+					dependent = true;
+			}
+		}
 	}
 	list_free(members);
 	return dependent;
