@@ -21,54 +21,32 @@ UPDATE reconcile.diff_runs r SET reader_dependent = false
                 WHERE c.oid OPERATOR(pg_catalog.=) r.target
                   AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p,m}'::pg_catalog."char"[]));
 
--- Whether the current role reads side as every reader without rows of its
--- own does: SELECT on the table, no row-level security restricting it there,
--- and every foreign table of it (itself or a partition) read through its
--- server's PUBLIC user mapping (a role with a mapping of its own may read
--- other rows, and one without any mapping none).  The body is parsed now:
--- nothing in it resolves through the reader's search_path.
-CREATE FUNCTION reconcile.diff_side_shared(side pg_catalog.regclass)
-RETURNS pg_catalog.bool
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN pg_catalog.has_table_privilege(side, 'SELECT')
-   AND NOT pg_catalog.row_security_active(side::pg_catalog.oid)
-   AND NOT EXISTS (
-       SELECT FROM pg_catalog.pg_foreign_table f
-        WHERE (f.ftrelid OPERATOR(pg_catalog.=) side::pg_catalog.oid
-               OR f.ftrelid OPERATOR(pg_catalog.=) ANY (
-                   SELECT t.relid::pg_catalog.oid FROM pg_catalog.pg_partition_tree(side) t))
-          AND (NOT EXISTS (SELECT FROM pg_catalog.pg_user_mappings m
-                            WHERE m.srvid OPERATOR(pg_catalog.=) f.ftserver
-                              AND m.umuser OPERATOR(pg_catalog.=) 0::pg_catalog.oid)
-               OR EXISTS (SELECT FROM pg_catalog.pg_user_mappings m
-                           WHERE m.srvid OPERATOR(pg_catalog.=) f.ftserver
-                             AND m.usename OPERATOR(pg_catalog.=) CURRENT_USER)));
-
 -- Whether the current role may see a run (and its findings): the role that
 -- ran it and every member of that role (who may SET ROLE to it and read the
 -- sides as it did); and, when the findings do not depend on the reader,
--- every role that reads both sides as shared (diff_side_shared).
+-- every role that reads both sides as every reader without rows of its own
+-- does: table SELECT, no row-level security restricting it there, and every
+-- foreign table of a side (itself, a partition or an inheritance child)
+-- read through its server's PUBLIC user mapping.  In C: the policies call
+-- it for every run read (src/diff_run.c).
 CREATE FUNCTION reconcile.diff_run_visible(run_by pg_catalog.name,
                                            reader_dependent pg_catalog.bool,
                                            source pg_catalog.regclass,
                                            target pg_catalog.regclass)
 RETURNS pg_catalog.bool
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN EXISTS (SELECT FROM pg_catalog.pg_roles o
-                WHERE o.rolname OPERATOR(pg_catalog.=) run_by
-                  AND pg_catalog.pg_has_role(o.oid, 'MEMBER'))
-    OR (NOT reader_dependent
-        AND reconcile.diff_side_shared(source)
-        AND reconcile.diff_side_shared(target));
+AS 'MODULE_PATHNAME', 'reconcile_diff_run_visible'
+LANGUAGE C STABLE PARALLEL SAFE;
 
 ALTER POLICY readable_sides ON reconcile.diff_runs
     USING (reconcile.diff_run_visible(run_by, reader_dependent, source, target));
+-- A finding is visible with its run (whose sides are the finding's: the
+-- findings of a dropped side are removed).  The visible runs are found once
+-- per query, not per finding.
 ALTER POLICY readable_sides ON reconcile.diff_results
-    USING (EXISTS (SELECT FROM reconcile.diff_runs r
-                    WHERE r.run_id OPERATOR(pg_catalog.=) diff_results.run_id
-                      AND reconcile.diff_run_visible(r.run_by, r.reader_dependent,
-                                                     diff_results.source,
-                                                     diff_results.target)));
+    USING (run_id OPERATOR(pg_catalog.=) ANY (
+               SELECT r.run_id FROM reconcile.diff_runs r
+                WHERE reconcile.diff_run_visible(r.run_by, r.reader_dependent,
+                                                 r.source, r.target)));
 
 -- reconcile_diff_run gains all_or_nothing: by default each job's failure,
 -- an unreachable foreign server's included, is recorded as that job's run
@@ -86,8 +64,6 @@ COMMENT ON FUNCTION @extschema@.reconcile_diff_run(pg_catalog.text, pg_catalog.b
 COMMENT ON COLUMN reconcile.diff_runs.reader_dependent IS
     'Whether the findings depend on the reader (a side is a view, or a foreign table read through the runner''s own user mapping): then only the runner and its members see the run and its results.';
 COMMENT ON COLUMN reconcile.diff_runs.sqlstate IS 'The SQLSTATE of the error the run ended with, or NULL when it completed.';
-COMMENT ON FUNCTION reconcile.diff_side_shared(pg_catalog.regclass) IS
-    'Policy helper: whether the current role reads the relation as every reader without rows of its own does (SELECT, no row-level security restricting it, foreign tables through the PUBLIC user mapping).';
 COMMENT ON FUNCTION reconcile.diff_run_visible(pg_catalog.name, pg_catalog.bool, pg_catalog.regclass, pg_catalog.regclass) IS
     'Policy helper of reconcile.diff_runs and diff_results: the runner and its members see a run; other roles only when it is not reader-dependent and they read both sides as shared.';
 

@@ -38,6 +38,7 @@
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
+#include "utils/rls.h"
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -48,6 +49,7 @@
 #include "subxact.h"
 
 PG_FUNCTION_INFO_V1(reconcile_diff_run);
+PG_FUNCTION_INFO_V1(reconcile_diff_run_visible);
 
 typedef struct DiffJob
 {
@@ -142,6 +144,77 @@ relation_reader_dependent(Oid relid)
 	}
 	list_free(members);
 	return dependent;
+}
+
+/*
+ * Whether user reads relid as every reader without rows of its own does:
+ * table-level SELECT, no row-level security restricting it there, and
+ * every foreign table of it (itself, a partition or an inheritance child)
+ * read through its server's PUBLIC user mapping (a role with a mapping of
+ * its own may read other rows; without any mapping, none).
+ */
+static bool
+relation_shared_for(Oid relid, Oid user)
+{
+	List	   *members;
+	ListCell   *lc;
+	bool		shared = true;
+
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		return false;
+	if (pg_class_aclcheck(relid, user, ACL_SELECT) != ACLCHECK_OK ||
+		check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+		return false;
+	members = find_all_inheritors(relid, NoLock, NULL);
+	foreach(lc, members)
+	{
+		HeapTuple	ft = SearchSysCache1(FOREIGNTABLEREL, ObjectIdGetDatum(lfirst_oid(lc)));
+		Oid			server;
+
+		if (!HeapTupleIsValid(ft))
+			continue;
+		server = ((Form_pg_foreign_table) GETSTRUCT(ft))->ftserver;
+		ReleaseSysCache(ft);
+		if (!SearchSysCacheExists2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(InvalidOid),
+								   ObjectIdGetDatum(server)) ||
+			SearchSysCacheExists2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(user),
+								  ObjectIdGetDatum(server)))
+		{
+			shared = false;
+			break;
+		}
+	}
+	list_free(members);
+	return shared;
+}
+
+/*
+ * reconcile.diff_run_visible(run_by name, reader_dependent boolean,
+ *							  source regclass, target regclass)
+ *		The row-level security of reconcile.diff_runs and diff_results:
+ *		whether the current role may see a run and its findings.  The role
+ *		that ran it and every member of that role (who may SET ROLE to it
+ *		and read the sides as it did; superusers are members of every
+ *		role) see it; other roles only when it is not reader-dependent and
+ *		they read both sides as shared (relation_shared_for).  In C: a
+ *		policy runs it for every row read.
+ */
+Datum
+reconcile_diff_run_visible(PG_FUNCTION_ARGS)
+{
+	Oid			user = GetUserId();
+
+	if (!PG_ARGISNULL(0))
+	{
+		Oid			runner = get_role_oid(NameStr(*PG_GETARG_NAME(0)), true);
+
+		if (OidIsValid(runner) && is_member_of_role(user, runner))
+			PG_RETURN_BOOL(true);
+	}
+	if (PG_ARGISNULL(1) || PG_GETARG_BOOL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(relation_shared_for(PG_GETARG_OID(2), user) &&
+				   relation_shared_for(PG_GETARG_OID(3), user));
 }
 
 /*
