@@ -154,6 +154,29 @@ SET ROLE regress_hist_bob;                 -- has a mapping of his own
 SELECT * FROM seen() WHERE job = 'foreign';
 RESET ROLE;
 
+-- A partitioned side with a foreign partition is read through the
+-- reader's mapping too: shared through the PUBLIC mapping only.
+CREATE TABLE parted (id int, rep name, amount numeric) PARTITION BY RANGE (id);
+CREATE TABLE parted_lo PARTITION OF parted FOR VALUES FROM (0) TO (3);
+CREATE FOREIGN TABLE parted_hi PARTITION OF parted FOR VALUES FROM (3) TO (100)
+    SERVER hist_loopback OPTIONS (table_name 'remote_mine');
+GRANT SELECT ON parted TO regress_hist_dave, regress_hist_auditor, regress_hist_bob;
+INSERT INTO reconcile.diff_jobs VALUES
+    ('parted', 'public.parted', 'public.orders_tgt', '{id}', '{"remote": "pull"}');
+SET ROLE regress_hist_dave;
+SELECT job, rows_source, findings, reader_dependent FROM reconcile_diff_run('parted');
+RESET ROLE;
+SET ROLE regress_hist_auditor;
+SELECT * FROM seen() WHERE job = 'parted';
+RESET ROLE;
+SET ROLE regress_hist_bob;                 -- reads the partition through his own mapping
+SELECT * FROM seen() WHERE job = 'parted';
+SELECT job, rows_source, findings, reader_dependent FROM reconcile_diff_run('parted');
+RESET ROLE;
+SET ROLE regress_hist_auditor;             -- bob's run is bob's
+SELECT * FROM seen() WHERE job = 'parted';
+RESET ROLE;
+
 -- A run that failed on a view job is the runner's too (its error may
 -- quote the view's values).
 UPDATE reconcile.diff_jobs SET options = '{"compare": ["no_such"]}' WHERE name = 'view';
@@ -168,6 +191,7 @@ RESET ROLE;
 RESET client_min_messages;
 DROP FUNCTION seen();
 DROP FOREIGN TABLE f_mine;
+DROP TABLE parted;
 DROP USER MAPPING FOR regress_hist_bob SERVER hist_loopback;
 DROP USER MAPPING FOR PUBLIC SERVER hist_loopback;
 DROP SERVER hist_loopback;
