@@ -6,20 +6,29 @@
 -- A run records whether its findings depend on who reads the sides
 -- (reader_dependent: a side is a view, or reads a foreign table through the
 -- runner's own user mapping) and the SQLSTATE of a failed run.  Runs of 1.1
--- are reader-dependent unless both sides are still tables or materialized
--- views, whose rows are the same for every reader that row-level security
--- does not restrict (checked when read): a view or foreign side of 1.1 does
--- not say whose rows it showed, and a dropped side cannot say what it was.
+-- are reader-dependent unless both sides, and every partition or child of
+-- them, are still tables or materialized views, whose rows are the same
+-- for every reader that row-level security does not restrict (checked when
+-- read): a view or foreign side of 1.1 does not say whose rows it showed,
+-- and a dropped side cannot say what it was.
 ALTER TABLE reconcile.diff_runs
     ADD COLUMN reader_dependent pg_catalog.bool NOT NULL DEFAULT true,
     ADD COLUMN sqlstate pg_catalog.text;
 UPDATE reconcile.diff_runs r SET reader_dependent = false
- WHERE EXISTS (SELECT FROM pg_catalog.pg_class c
-                WHERE c.oid OPERATOR(pg_catalog.=) r.source
-                  AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p,m}'::pg_catalog."char"[]))
-   AND EXISTS (SELECT FROM pg_catalog.pg_class c
-                WHERE c.oid OPERATOR(pg_catalog.=) r.target
-                  AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p,m}'::pg_catalog."char"[]));
+ WHERE r.source IS NOT NULL AND r.target IS NOT NULL
+   AND NOT EXISTS (
+       WITH RECURSIVE tree(relid) AS (
+           SELECT r.source::pg_catalog.oid
+           UNION
+           SELECT r.target::pg_catalog.oid
+           UNION
+           SELECT i.inhrelid FROM pg_catalog.pg_inherits i, tree t
+            WHERE i.inhparent OPERATOR(pg_catalog.=) t.relid)
+       SELECT FROM tree t
+        WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_class c
+                           WHERE c.oid OPERATOR(pg_catalog.=) t.relid
+                             AND c.relkind OPERATOR(pg_catalog.=)
+                                 ANY ('{r,p,m}'::pg_catalog."char"[])));
 
 -- Whether the current role may see a run (and its findings): the role that
 -- ran it and every member of that role (who may SET ROLE to it and read the
