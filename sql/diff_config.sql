@@ -34,10 +34,10 @@ INSERT INTO sink.payments VALUES (1, 1, '2026-10-31', 9), (1, 2, '2026-11-02', 6
 
 -- The sample file of docs/diff.md, as it is.
 COPY reconcile.diff_job_config FROM STDIN CSV HEADER;
-job,source,target,key_columns,updated_column,window
-orders,sales.src_orders,sink.orders,"customer_id, PrimaryKEY1",Updated_date,7 days
-customers,sales.customers,sink.customers,Customer_ID,,
-payments,sales.payments,sink.payments,"PAYMENT_ID , line_no",paid_at,2026-11-01/2026-11-29
+job,source,target,key_columns,updated_column,window,trim_keys,cutoff
+orders,sales.src_orders,sink.orders,"customer_id, PrimaryKEY1",Updated_date,7 days,,source_max
+customers,sales.customers,sink.customers,Customer_ID,,,true,
+payments,sales.payments,sink.payments,"PAYMENT_ID , line_no",paid_at,2026-11-01/2026-11-29,,
 \.
 
 -- The jobs hold the columns' own names, and schema-qualified relations.
@@ -57,22 +57,47 @@ ORDER BY r.job, d.issue, d.key::text;
 -- Loading the same file again replaces each job by name: nothing changes.
 CREATE TABLE jobs_before AS SELECT * FROM reconcile.diff_jobs;
 COPY reconcile.diff_job_config FROM STDIN CSV HEADER;
-job,source,target,key_columns,updated_column,window
-orders,sales.src_orders,sink.orders,"customer_id, PrimaryKEY1",Updated_date,7 days
-customers,sales.customers,sink.customers,Customer_ID,,
-payments,sales.payments,sink.payments,"PAYMENT_ID , line_no",paid_at,2026-11-01/2026-11-29
+job,source,target,key_columns,updated_column,window,trim_keys,cutoff
+orders,sales.src_orders,sink.orders,"customer_id, PrimaryKEY1",Updated_date,7 days,,source_max
+customers,sales.customers,sink.customers,Customer_ID,,,true,
+payments,sales.payments,sink.payments,"PAYMENT_ID , line_no",paid_at,2026-11-01/2026-11-29,,
 \.
 SELECT count(*) AS jobs,
        (SELECT count(*) FROM (SELECT * FROM reconcile.diff_jobs EXCEPT SELECT * FROM jobs_before) x) AS changed
 FROM reconcile.diff_jobs;
 -- Options set by hand stay on a reload; the file's own fields are replaced.
+-- A file in 1.1's layout (no trim_keys, cutoff) loads with its column
+-- list, and keeps the job's cutoff.
 UPDATE reconcile.diff_jobs SET options = options || '{"tolerance": {"amount": 0.01}}' WHERE name = 'orders';
-COPY reconcile.diff_job_config FROM STDIN CSV HEADER;
+COPY reconcile.diff_job_config (job, source, target, key_columns, updated_column, "window") FROM STDIN CSV HEADER;
 job,source,target,key_columns,updated_column,window
 orders,sales.src_orders,sink.orders,"CUSTOMER_ID,PrimaryKEY1",UPDATED_DATE,14 days
 \.
 SELECT name, key_columns, options FROM reconcile.diff_jobs WHERE name = 'orders';
 SELECT job, matched, missing_in_target, mismatched FROM reconcile_diff_run('orders');
+-- trim_keys and cutoff from the config: set by a field, kept by an empty
+-- one, a cutoff removed by "none"; read back in the file's layout.
+INSERT INTO reconcile.diff_job_config VALUES ('tk', 'sales.customers', 'sink.customers', 'customer_id', NULL, NULL, 'yes', NULL);
+SELECT options FROM reconcile.diff_jobs WHERE name = 'tk';
+INSERT INTO reconcile.diff_job_config VALUES ('tk', 'sales.customers', 'sink.customers', 'customer_id', NULL, NULL, NULL, NULL);
+SELECT options FROM reconcile.diff_jobs WHERE name = 'tk';
+INSERT INTO reconcile.diff_job_config VALUES ('tk', 'sales.customers', 'sink.customers', 'customer_id', NULL, NULL, ' off ', NULL);
+SELECT options FROM reconcile.diff_jobs WHERE name = 'tk';
+INSERT INTO reconcile.diff_job_config VALUES ('co', 'sales.src_orders', 'sink.orders', 'customer_id, PrimaryKEY1', 'updated_date', '7 days', NULL, 'source_max');
+SELECT options FROM reconcile.diff_jobs WHERE name = 'co';
+SELECT * FROM reconcile.diff_job_config WHERE job IN ('tk', 'co') ORDER BY job;
+INSERT INTO reconcile.diff_job_config VALUES ('co', 'sales.src_orders', 'sink.orders', 'customer_id, PrimaryKEY1', 'updated_date', '7 days', NULL, 'none');
+SELECT options FROM reconcile.diff_jobs WHERE name = 'co';
+INSERT INTO reconcile.diff_job_config VALUES ('bad', 'sales.customers', 'sink.customers', 'customer_id', NULL, NULL, 'maybe', NULL);
+INSERT INTO reconcile.diff_job_config VALUES ('bad', 'sales.src_orders', 'sink.orders', 'customer_id, PrimaryKEY1', 'updated_date', NULL, NULL, 'newest');
+INSERT INTO reconcile.diff_job_config VALUES ('bad', 'sales.customers', 'sink.customers', 'customer_id', NULL, NULL, NULL, 'source_max');
+-- COPY without a column list reads every column of the view: a file in
+-- 1.1's layout needs its column list (above).
+COPY reconcile.diff_job_config FROM STDIN CSV HEADER;
+job,source,target,key_columns,updated_column,window
+bad,sales.customers,sink.customers,customer_id,,
+\.
+DELETE FROM reconcile.diff_job_config WHERE job IN ('tk', 'co');
 -- One row, in one call, without a file.
 INSERT INTO reconcile.diff_job_config VALUES ('one', 'sales.customers', 'sink.customers', 'customer_id', NULL, NULL);
 SELECT name, source, target, key_columns, options FROM reconcile.diff_jobs WHERE name = 'one';
@@ -147,8 +172,24 @@ INSERT INTO reconcile.diff_job_config VALUES ('x', 'sales.payments', 'sink.payme
 INSERT INTO reconcile.diff_job_config VALUES ('x', 'sales.payments', 'sink.payments', 'payment_id,line_no', 'paid_at', '2026-11-29/2026-11-01');
 INSERT INTO reconcile.diff_job_config VALUES ('x', 'sales.payments', 'sink.payments', 'payment_id,line_no', 'amount', '7 days');
 INSERT INTO reconcile.diff_job_config VALUES ('x', 'sales.payments', 'sink.customers', 'payment_id', NULL, NULL);
+-- A mixed-case table in a CSV file: the field sales."Orders" reaches the
+-- loader as sales.Orders (COPY removes the quotes), which SQL reads as
+-- sales.orders; the hint shows the field that works, which loads.
+CREATE TABLE sales."Orders" (LIKE sales.src_orders);
+COPY reconcile.diff_job_config (job, source, target, key_columns) FROM STDIN CSV HEADER;
+job,source,target,key_columns
+mixed,sales."Orders",sink.orders,"customer_id, PrimaryKEY1"
+\.
+COPY reconcile.diff_job_config (job, source, target, key_columns) FROM STDIN CSV HEADER;
+job,source,target,key_columns
+mixed,"sales.""Orders""",sink.orders,"customer_id, PrimaryKEY1"
+\.
+SELECT name, source, target FROM reconcile.diff_jobs WHERE name = 'mixed';
+INSERT INTO reconcile.diff_job_config VALUES ('mixed', 'Sales.Orders', 'sink.orders', 'customer_id, PrimaryKEY1');
+DELETE FROM reconcile.diff_job_config WHERE job = 'mixed';
+DROP TABLE sales."Orders";
 -- A bad row in a file: the COPY fails at its line, and no job of the file is kept.
-COPY reconcile.diff_job_config FROM STDIN CSV HEADER;
+COPY reconcile.diff_job_config (job, source, target, key_columns, updated_column, "window") FROM STDIN CSV HEADER;
 job,source,target,key_columns,updated_column,window
 fine,sales.customers,sink.customers,customer_id,,
 broken,sales.customers,sink.customers,customer_ident,,
@@ -171,6 +212,21 @@ SELECT * FROM reconcile_diff('sales.src_orders', 'sink.orders', '{customer_id,Pr
 SELECT * FROM reconcile_diff('sales.src_orders', 'sink.orders', '{customer_id,PrimaryKEY1}',
     '{"updated_column": "updated_date", "lookback": "a week"}');
 
+-- On a date column the look-back's start is inclusive and is the date of
+-- now minus the interval: "7 days" reads today and the 7 dates before it
+-- (8 calendar dates), "6 days" a week including today; dates after today
+-- are in too (no end).
+CREATE TABLE lb_src (id int PRIMARY KEY, d date);
+CREATE TABLE lb_tgt (id int PRIMARY KEY, d date);
+INSERT INTO lb_src SELECT i, (now() AT TIME ZONE 'UTC')::date - i FROM generate_series(-1, 9) i;
+SELECT min(id) AS newest_day_back, max(id) AS oldest_day_back, count(*) AS dates
+  FROM reconcile_diff('lb_src', 'lb_tgt', '{id}', '{"updated_column": "d", "lookback": "7 days"}') f,
+       LATERAL (SELECT (f.key->>'id')::int AS id) k;
+SELECT min(id) AS newest_day_back, max(id) AS oldest_day_back, count(*) AS dates
+  FROM reconcile_diff('lb_src', 'lb_tgt', '{id}', '{"updated_column": "d", "lookback": "6 days"}') f,
+       LATERAL (SELECT (f.key->>'id')::int AS id) k;
+DROP TABLE lb_src, lb_tgt;
+
 -- Privileges: loading writes diff_jobs with the loader's rights.
 CREATE ROLE cfg_reader;
 CREATE ROLE cfg_writer;
@@ -179,7 +235,7 @@ GRANT INSERT, UPDATE ON reconcile.diff_jobs TO cfg_writer;
 SET ROLE cfg_reader;
 SELECT job FROM reconcile.diff_job_config ORDER BY job;
 INSERT INTO reconcile.diff_job_config VALUES ('mine', 'sales.customers', 'sink.customers', 'customer_id', NULL, NULL);
-COPY reconcile.diff_job_config FROM STDIN CSV HEADER;
+COPY reconcile.diff_job_config (job, source, target, key_columns, updated_column, "window") FROM STDIN CSV HEADER;
 job,source,target,key_columns,updated_column,window
 orders,sales.customers,sink.customers,customer_id,,
 \.

@@ -143,11 +143,27 @@ SELECT state, accounts FROM state_seen();
 RESET ROLE;
 
 -- The policies call only pg_catalog's functions and operators (which are
--- pinned, so that a dependency on anything else would be recorded).
+-- pinned, so that a dependency on anything else would be recorded), and
+-- the extension's own SQL functions, whose bodies call only pg_catalog's.
 SELECT pg_describe_object(d.refclassid, d.refobjid, 0) AS outside_pg_catalog
   FROM pg_depend d JOIN pg_policy p ON p.oid = d.objid
  WHERE d.classid = 'pg_policy'::regclass
-   AND d.refclassid IN ('pg_proc'::regclass, 'pg_operator'::regclass);
+   AND d.refclassid IN ('pg_proc'::regclass, 'pg_operator'::regclass)
+   AND NOT EXISTS (SELECT FROM pg_depend e
+                    WHERE e.classid = 'pg_proc'::regclass AND e.objid = d.refobjid
+                      AND e.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'reconcile')
+                      AND e.deptype = 'e');
+SELECT pg_describe_object(d.classid, d.objid, 0) AS helper,
+       pg_describe_object(d.refclassid, d.refobjid, 0) AS outside_pg_catalog
+  FROM pg_depend d JOIN pg_proc f ON f.oid = d.objid
+ WHERE d.classid = 'pg_proc'::regclass
+   AND f.prolang = (SELECT oid FROM pg_language WHERE lanname = 'sql')
+   AND f.pronamespace = 'reconcile'::regnamespace
+   AND d.refclassid IN ('pg_proc'::regclass, 'pg_operator'::regclass)
+   AND NOT EXISTS (SELECT FROM pg_depend e
+                    WHERE e.classid = d.refclassid AND e.objid = d.refobjid
+                      AND e.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'reconcile')
+                      AND e.deptype = 'e');
 SELECT count(*) AS policies FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
  WHERE c.relnamespace = 'reconcile'::regnamespace;
 

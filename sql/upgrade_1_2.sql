@@ -58,6 +58,22 @@ $$;
 CREATE TABLE before_upgrade AS SELECT * FROM state_rows();
 SELECT state, count(*) FROM before_upgrade GROUP BY state ORDER BY state;
 
+-- History visibility (1.2): runs under 1.1 over a table, over a view, and
+-- a failed one (after the snapshot above: they are checked below).
+CREATE TABLE hist_a (id int PRIMARY KEY, name text);
+CREATE TABLE hist_b (id int PRIMARY KEY, name text);
+CREATE VIEW hist_v AS SELECT * FROM hist_a;
+INSERT INTO hist_a VALUES (1, 'a'), (2, 'b');
+INSERT INTO hist_b VALUES (1, 'a'), (2, 'c');
+INSERT INTO reconcile.diff_jobs VALUES
+    ('hist_table', 'public.hist_a', 'public.hist_b', '{id}', NULL),
+    ('hist_view', 'public.hist_v', 'public.hist_b', '{id}', NULL),
+    ('hist_failed', 'public.hist_a', 'public.hist_b', '{id}', '{"compare": ["nope"]}');
+SELECT job, findings, error IS NOT NULL AS failed FROM reconcile_diff_run('hist_table');
+SELECT job, findings, error IS NOT NULL AS failed FROM reconcile_diff_run('hist_view');
+SELECT job, findings, error IS NOT NULL AS failed FROM reconcile_diff_run('hist_failed');
+DELETE FROM reconcile.diff_jobs WHERE name LIKE 'hist%';
+
 ALTER EXTENSION reconcile UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'reconcile';
 
@@ -101,6 +117,20 @@ INSERT INTO dated_stage VALUES ('o2', 1, 'UPSERT', '2024-04-01', 'Apr A', 1),
 SELECT status, conflicts FROM reconcile_batch('dated', 'dated_stage',
     '[{"object_key":"o2","version_id":"1","content_hash":"h","rows":2}]');
 SELECT DISTINCT key, key_pinned FROM reconcile.conflicts WHERE object_key = 'o2';
+
+
+-- Runs of 1.1 over tables (failed ones included) are shared, over a view
+-- reader-dependent; new runs say which, and a failure its SQLSTATE.
+SELECT job, reader_dependent, sqlstate, error IS NOT NULL AS failed
+  FROM reconcile.diff_runs WHERE job LIKE 'hist%' ORDER BY run_id;
+INSERT INTO reconcile.diff_jobs VALUES
+    ('hist_view', 'public.hist_v', 'public.hist_b', '{id}', NULL),
+    ('hist_failed', 'public.hist_a', 'public.hist_b', '{id}', '{"compare": ["nope"]}');
+SELECT job, findings, reader_dependent, sqlstate FROM reconcile_diff_run('hist_view', false);
+SELECT job, findings, reader_dependent, sqlstate FROM reconcile_diff_run('hist_failed');
+DELETE FROM reconcile.diff_jobs WHERE name LIKE 'hist%';
+DROP VIEW hist_v;
+DROP TABLE hist_a, hist_b;
 
 DROP TABLE acct, acct_stage, acct_copy, before_upgrade, dated, dated_stage;
 DROP FUNCTION state_rows(), same_row(jsonb, jsonb);

@@ -38,8 +38,9 @@ FROM reconcile_diff_run() ORDER BY job;
 SET TimeZone = 'UTC';
 
 -- A config loaded over 1.0 jobs replaces them by name and keeps the
--- options set by hand; a new job with a mixed-case key loads too.
-COPY reconcile.diff_job_config FROM STDIN CSV HEADER;
+-- options set by hand; a new job with a mixed-case key loads too.  The
+-- file is in 1.1's layout, loaded with its column list.
+COPY reconcile.diff_job_config (job, source, target, key_columns, updated_column, "window") FROM STDIN CSV HEADER;
 job,source,target,key_columns,updated_column,window
 opts,up_src,up_tgt,ID,AT,2026-11-01/2026-11-02 23:59
 acct,public.up_src,public.up_tgt,AcctNo,,

@@ -45,9 +45,13 @@
 
 PG_FUNCTION_INFO_V1(reconcile_diff_job_config_load);
 
-/* The view's columns, by name. */
+/*
+ * The view's columns, by name.  trim_keys and cutoff are columns of schema
+ * 1.2 (the library also runs on a view of 1.1, without them).
+ */
 static const char *const config_columns[] = {
-	"job", "source", "target", "key_columns", "updated_column", "window"
+	"job", "source", "target", "key_columns", "updated_column", "window",
+	"trim_keys", "cutoff"
 };
 
 #define CFG_JOB			0
@@ -56,9 +60,16 @@ static const char *const config_columns[] = {
 #define CFG_KEYS		3
 #define CFG_UPDATED		4
 #define CFG_WINDOW		5
-#define CFG_NCOLUMNS	6
+#define CFG_TRIM_KEYS	6
+#define CFG_CUTOFF		7
+#define CFG_NCOLUMNS	8
 
-/* Options the file sets; others in a job's options are kept on a reload. */
+/*
+ * Options the file sets; others in a job's options are kept on a reload.
+ * trim_keys and cutoff are set only by a field that is not empty (an empty
+ * one keeps what the job has: files of 1.1 have no such fields, and their
+ * jobs had them set by hand), so they are not listed here.
+ */
 static const char *const config_options[] = {"updated_column", "window", "lookback"};
 
 static void
@@ -90,6 +101,8 @@ config_field(HeapTuple tup, TupleDesc desc, int which)
 	Datum		d;
 	char	   *s;
 
+	if (attno <= 0 && which >= CFG_TRIM_KEYS)
+		return NULL;			/* the view of schema 1.1 */
 	if (attno <= 0)
 		elog(ERROR, "column \"%s\" of reconcile.diff_job_config not found",
 			 config_columns[which]);
@@ -190,6 +203,67 @@ split_column_list(const char *list, const char *job)
  * lower case), looked up now with the loader's search_path and locked
  * before its columns are read; returned with its schema-qualified name.
  */
+/*
+ * The name as the loader probably meant it, when it has capitals and no
+ * double quotes (COPY ... CSV removes the quotes of sales."Orders" as a
+ * field's quoting): each part with a capital quoted.  NULL otherwise.
+ */
+static char *
+case_kept_name(const char *name)
+{
+	StringInfoData buf;
+	bool		upper = false;
+	const char *p;
+
+	for (p = name; *p; p++)
+	{
+		if (*p == '"')
+			return NULL;
+		if (*p >= 'A' && *p <= 'Z')
+			upper = true;
+	}
+	if (!upper)
+		return NULL;
+	initStringInfo(&buf);
+	for (p = name;;)
+	{
+		const char *dot = strchr(p, '.');
+		int			len = dot ? dot - p : strlen(p);
+		bool		part_upper = false;
+
+		for (int i = 0; i < len; i++)
+			if (p[i] >= 'A' && p[i] <= 'Z')
+				part_upper = true;
+		if (part_upper)
+			appendStringInfo(&buf, "\"%.*s\"", len, p);
+		else
+			appendBinaryStringInfo(&buf, p, len);
+		if (dot == NULL)
+			break;
+		appendStringInfoChar(&buf, '.');
+		p = dot + 1;
+	}
+	return buf.data;
+}
+
+/* A value as a CSV field: in double quotes, each quote doubled. */
+static char *
+csv_field(const char *value)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '"');
+	for (const char *p = value; *p; p++)
+	{
+		if (*p == '"')
+			appendStringInfoChar(&buf, '"');
+		appendStringInfoChar(&buf, *p);
+	}
+	appendStringInfoChar(&buf, '"');
+	return buf.data;
+}
+
 static Oid
 resolve_config_relation(const char *name, const char *side, const char *job,
 						char **qualified)
@@ -198,13 +272,30 @@ resolve_config_relation(const char *name, const char *side, const char *job,
 	Oid			relid = RangeVarGetRelid(rv, AccessShareLock, true);
 
 	if (!OidIsValid(relid))
+	{
+		char	   *meant = case_kept_name(name);
+
+		/*
+		 * A name with capitals reached us unquoted, and so was folded to
+		 * lower case: show its quoted form, and that form as a CSV field,
+		 * which is what a config file needs.
+		 */
+		if (meant)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("%s \"%s\" of diff job \"%s\" does not exist", side, name, job),
+					 errdetail("Unquoted, the name is read in lower case, as SQL reads it: %s.",
+							   quote_qualified_identifier(rv->schemaname, rv->relname)),
+					 errhint("For the mixed-case name %s, write the field %s in a CSV file (COPY removes one level of double quotes), or '%s' in an INSERT.",
+							 meant, csv_field(meant), meant)));
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("%s \"%s\" of diff job \"%s\" does not exist", side, name, job),
 				 rv->schemaname ? 0 :
 				 errdetail("An unqualified name is looked up in the search_path of the role loading the config: %s.",
 						   GetConfigOption("search_path", false, false)),
-				 errhint("Schema-qualify the name, such as public.orders; a mixed-case name needs double quotes, such as public.\"Orders\".")));
+				 errhint("Schema-qualify the name, such as public.orders; a mixed-case name needs double quotes, such as public.\"Orders\", written \"public.\"\"Orders\"\"\" as a CSV field.")));
+	}
 	if (get_rel_persistence(relid) == RELPERSISTENCE_TEMP)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -282,11 +373,12 @@ push_window(JsonbParseState **st, const char *window, const char *job)
  */
 static Jsonb *
 config_options_jsonb(Jsonb *old, const char *updated, const char *window,
-					 const char *job)
+					 const char *trim_keys, const char *cutoff, const char *job)
 {
 	JsonbParseState *st = NULL;
 	JsonbValue *res;
 	bool		any = false;
+	bool		trim = false;
 
 	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
 	if (old != NULL && JB_ROOT_IS_OBJECT(old))
@@ -305,6 +397,11 @@ config_options_jsonb(Jsonb *old, const char *updated, const char *window,
 					if (strlen(config_options[i]) == v.val.string.len &&
 						memcmp(config_options[i], v.val.string.val, v.val.string.len) == 0)
 						keep = false;
+				if ((trim_keys && v.val.string.len == 9 &&
+					 memcmp(v.val.string.val, "trim_keys", 9) == 0) ||
+					(cutoff && v.val.string.len == 6 &&
+					 memcmp(v.val.string.val, "cutoff", 6) == 0))
+					keep = false;
 				if (keep)
 				{
 					pushJsonbValue(&st, WJB_KEY, &v);
@@ -329,6 +426,27 @@ config_options_jsonb(Jsonb *old, const char *updated, const char *window,
 					 errdetail("The window bounds the column of last update.")));
 		push_window(&st, window, job);
 	}
+	if (trim_keys)
+	{
+		JsonbValue	b;
+
+		if (!parse_bool(trim_keys, &trim))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("trim_keys \"%s\" of diff job \"%s\" is not a boolean", trim_keys, job),
+					 errhint("Write true or false, or leave the field empty to keep the job's setting.")));
+		jsonb_push_key(&st, "trim_keys");
+		b.type = jbvBool;
+		b.val.boolean = trim;
+		pushJsonbValue(&st, WJB_VALUE, &b);
+		any = true;
+	}
+	/* "none" removes a cutoff; anything else is checked as the option. */
+	if (cutoff && pg_strcasecmp(cutoff, "none") != 0)
+	{
+		jsonb_push_string_field(&st, "cutoff", cutoff);
+		any = true;
+	}
 	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	return any ? JsonbValueToJsonb(res) : NULL;
 }
@@ -351,7 +469,9 @@ reconcile_diff_job_config_load(PG_FUNCTION_ARGS)
 			   *squal,
 			   *tqual,
 			   *updated,
-			   *window;
+			   *window,
+			   *trim_keys,
+			   *cutoff;
 	Oid			source,
 				target;
 	ArrayType  *keys;
@@ -409,12 +529,15 @@ reconcile_diff_job_config_load(PG_FUNCTION_ARGS)
 	keys = split_column_list(required_field(tup, desc, CFG_KEYS, job), job);
 	updated = config_field(tup, desc, CFG_UPDATED);
 	window = config_field(tup, desc, CFG_WINDOW);
+	trim_keys = config_field(tup, desc, CFG_TRIM_KEYS);
+	cutoff = config_field(tup, desc, CFG_CUTOFF);
 
 	source = resolve_config_relation(sname, "source", job, &squal);
 	target = resolve_config_relation(tname, "target", job, &tqual);
 
 	SPI_connect();
-	options = config_options_jsonb(current_options(job), updated, window, job);
+	options = config_options_jsonb(current_options(job), updated, window,
+								   trim_keys, cutoff, job);
 
 	/* Checked as a run checks it; the names come back as the diff resolved them. */
 	spec = diff_validate(source, target, keys, options);
@@ -423,7 +546,8 @@ reconcile_diff_job_config_load(PG_FUNCTION_ARGS)
 		resolved[i] = CStringGetTextDatum(spec->keys[i].name);
 	keys = construct_array(resolved, spec->nkeys, TEXTOID, -1, false, TYPALIGN_INT);
 	if (updated)
-		options = config_options_jsonb(options, spec->upd_name, window, job);
+		options = config_options_jsonb(options, spec->upd_name, window,
+									   trim_keys, cutoff, job);
 
 	values[0] = CStringGetTextDatum(job);
 	values[1] = CStringGetTextDatum(squal);

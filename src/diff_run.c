@@ -10,7 +10,13 @@
  * job that fails (a dropped table, a bad option) is recorded with its
  * error and the others still run; but a run that fails for want of the
  * caller's rights is not recorded: the error goes to the caller, and no
- * role can add failures to the history of jobs it may not run.
+ * role can add failures to the history of jobs it may not run.  With
+ * all_or_nothing, the first failure is the call's error instead.
+ *
+ * A run records whether its findings depend on the reader (a view side, or
+ * a foreign table read through the runner's own user mapping): the
+ * policies of diff_runs and diff_results then show them only to the runner
+ * and its members (reconcile--1.1--1.2.sql, reconcile.diff_run_visible).
  */
 #include "postgres.h"
 
@@ -18,6 +24,8 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_foreign_table.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/fmgroids.h"
@@ -30,7 +38,9 @@
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
+#include "utils/rls.h"
 #include "utils/resowner.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
@@ -39,6 +49,7 @@
 #include "subxact.h"
 
 PG_FUNCTION_INFO_V1(reconcile_diff_run);
+PG_FUNCTION_INFO_V1(reconcile_diff_run_visible);
 
 typedef struct DiffJob
 {
@@ -49,9 +60,18 @@ typedef struct DiffJob
 	Jsonb	   *options;
 } DiffJob;
 
-#define RUN_INSERT_NARGS 17
+/*
+ * The run's row: the columns of 1.1, then (schema 1.2) reader_dependent
+ * and sqlstate.  The library also runs against a schema of 1.1 until
+ * ALTER EXTENSION reconcile UPDATE, and writes 1.2's columns only where
+ * they exist (state.c: state_has_column).
+ */
+#define RUN_INSERT_NARGS_1_1 17
+#define RUN_INSERT_NARGS 19
+#define RUN_READER_DEPENDENT 17
+#define RUN_SQLSTATE 18
 
-static const char *const run_insert_sql =
+static const char *const run_insert_sql_1_1 =
 "INSERT INTO reconcile.diff_runs (job, source, target, started_at,"
 " finished_at, rows_source, rows_target, matched, missing_in_target,"
 " extra_in_target, mismatched, duplicate_keys, null_keys,"
@@ -59,11 +79,143 @@ static const char *const run_insert_sql =
 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
 " $15, $16, $17) RETURNING *";
 
+static const char *const run_insert_sql =
+"INSERT INTO reconcile.diff_runs (job, source, target, started_at,"
+" finished_at, rows_source, rows_target, matched, missing_in_target,"
+" extra_in_target, mismatched, duplicate_keys, null_keys,"
+" column_mismatches, findings, error, run_by, reader_dependent, sqlstate)"
+" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
+" $15, $16, $17, $18, $19) RETURNING *";
+
 static const Oid run_insert_types[RUN_INSERT_NARGS] = {
 	TEXTOID, REGCLASSOID, REGCLASSOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
 	INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
-	JSONBOID, INT8OID, TEXTOID, NAMEOID
+	JSONBOID, INT8OID, TEXTOID, NAMEOID, BOOLOID, TEXTOID
 };
+
+/*
+ * Whether what the current role reads from relid may differ from what
+ * another role reads: a view (its query may filter by current_user, and
+ * reads its tables with its owner's rights and row-level security), or a
+ * foreign table (itself, a partition or an inheritance child) read through
+ * the role's own user mapping rather than the server's PUBLIC one, or a
+ * foreign inheritance child of a plain table (the policies check the
+ * mappings of partitions only).  Row-level security of a table is checked
+ * when the findings are read, against the reader.
+ */
+static bool
+relation_reader_dependent(Oid relid)
+{
+	char		relkind = get_rel_relkind(relid);
+	List	   *members;
+	ListCell   *lc;
+	bool		dependent = false;
+
+	/* A view, or a relation dropped since (after a failed run). */
+	if (relkind == RELKIND_VIEW || relkind == '\0')
+		return true;
+	members = find_all_inheritors(relid, NoLock, NULL);
+	foreach(lc, members)
+	{
+		Oid			member = lfirst_oid(lc);
+
+		if (get_rel_relkind(member) != RELKIND_FOREIGN_TABLE)
+			continue;
+		if (member != relid && relkind == RELKIND_RELATION)
+			dependent = true;
+		else
+		{
+			/* By syscache: after a failed run the table may be gone. */
+			HeapTuple	ft = SearchSysCache1(FOREIGNTABLEREL, ObjectIdGetDatum(member));
+
+			if (!HeapTupleIsValid(ft))
+				dependent = true;
+			else
+			{
+				Oid			server = ((Form_pg_foreign_table) GETSTRUCT(ft))->ftserver;
+
+				ReleaseSysCache(ft);
+				if (SearchSysCacheExists2(USERMAPPINGUSERSERVER,
+										  ObjectIdGetDatum(GetUserId()),
+										  ObjectIdGetDatum(server)))
+					dependent = true;
+			}
+		}
+	}
+	list_free(members);
+	return dependent;
+}
+
+/*
+ * Whether user reads relid as every reader without rows of its own does:
+ * table-level SELECT, no row-level security restricting it there, and
+ * every foreign table of it (itself, a partition or an inheritance child)
+ * read through its server's PUBLIC user mapping (a role with a mapping of
+ * its own may read other rows; without any mapping, none).
+ */
+static bool
+relation_shared_for(Oid relid, Oid user)
+{
+	List	   *members;
+	ListCell   *lc;
+	bool		shared = true;
+
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		return false;
+	if (pg_class_aclcheck(relid, user, ACL_SELECT) != ACLCHECK_OK ||
+		check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+		return false;
+	members = find_all_inheritors(relid, NoLock, NULL);
+	foreach(lc, members)
+	{
+		HeapTuple	ft = SearchSysCache1(FOREIGNTABLEREL, ObjectIdGetDatum(lfirst_oid(lc)));
+		Oid			server;
+
+		if (!HeapTupleIsValid(ft))
+			continue;
+		server = ((Form_pg_foreign_table) GETSTRUCT(ft))->ftserver;
+		ReleaseSysCache(ft);
+		if (!SearchSysCacheExists2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(InvalidOid),
+								   ObjectIdGetDatum(server)) ||
+			SearchSysCacheExists2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(user),
+								  ObjectIdGetDatum(server)))
+		{
+			shared = false;
+			break;
+		}
+	}
+	list_free(members);
+	return shared;
+}
+
+/*
+ * reconcile.diff_run_visible(run_by name, reader_dependent boolean,
+ *							  source regclass, target regclass)
+ *		The row-level security of reconcile.diff_runs and diff_results:
+ *		whether the current role may see a run and its findings.  The role
+ *		that ran it and every member of that role (who may SET ROLE to it
+ *		and read the sides as it did; superusers are members of every
+ *		role) see it; other roles only when it is not reader-dependent and
+ *		they read both sides as shared (relation_shared_for).  In C: a
+ *		policy runs it for every row read.
+ */
+Datum
+reconcile_diff_run_visible(PG_FUNCTION_ARGS)
+{
+	Oid			user = GetUserId();
+
+	if (!PG_ARGISNULL(0))
+	{
+		Oid			runner = get_role_oid(NameStr(*PG_GETARG_NAME(0)), true);
+
+		if (OidIsValid(runner) && is_member_of_role(user, runner))
+			PG_RETURN_BOOL(true);
+	}
+	if (PG_ARGISNULL(1) || PG_GETARG_BOOL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(relation_shared_for(PG_GETARG_OID(2), user) &&
+				   relation_shared_for(PG_GETARG_OID(3), user));
+}
 
 /*
  * Before a job's relation is locked, the caller must have some SELECT
@@ -131,8 +283,11 @@ insert_run(Datum *args, const char *nulls, TupleDesc *desc)
 	StateUser	su;
 	HeapTuple	row;
 
+	bool		v1_2 = state_has_column("diff_runs", "sqlstate");
+
 	state_user_enter(&su);
-	if (SPI_execute_with_args(run_insert_sql, RUN_INSERT_NARGS,
+	if (SPI_execute_with_args(v1_2 ? run_insert_sql : run_insert_sql_1_1,
+							  v1_2 ? RUN_INSERT_NARGS : RUN_INSERT_NARGS_1_1,
 							  (Oid *) run_insert_types, args, nulls,
 							  false, 0) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "could not write reconcile.diff_runs");
@@ -217,6 +372,10 @@ run_job(DiffJob *job, const char *runner, TupleDesc *rowdesc,
 	args[15] = (Datum) 0;
 	nulls[15] = 'n';
 	args[16] = CStringGetDatum(runner);
+	args[RUN_READER_DEPENDENT] = BoolGetDatum(relation_reader_dependent(source) ||
+											  relation_reader_dependent(target));
+	args[RUN_SQLSTATE] = (Datum) 0;
+	nulls[RUN_SQLSTATE] = 'n';
 	row = insert_run(args, nulls, rowdesc);
 
 	insert_results(DatumGetInt64(heap_getattr(row, 1, *rowdesc, &isnull)),
@@ -250,6 +409,19 @@ record_failure(DiffJob *job, const char *runner, TimestampTz started,
 	nulls[15] = ' ';
 	args[16] = CStringGetDatum(runner);
 	nulls[16] = ' ';
+
+	/*
+	 * Error messages may quote values of the sides (an invalid input, a
+	 * remote error): reader-dependent unless both sides are known and
+	 * shared.
+	 */
+	args[RUN_READER_DEPENDENT] =
+		BoolGetDatum(!OidIsValid(resolved[0]) || !OidIsValid(resolved[1]) ||
+					 relation_reader_dependent(resolved[0]) ||
+					 relation_reader_dependent(resolved[1]));
+	nulls[RUN_READER_DEPENDENT] = ' ';
+	args[RUN_SQLSTATE] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
+	nulls[RUN_SQLSTATE] = ' ';
 	return insert_run(args, nulls, rowdesc);
 }
 
@@ -258,12 +430,16 @@ record_failure(DiffJob *job, const char *runner, TimestampTz started,
  * could not roll the remote subtransaction back, and refuses to commit the
  * transaction around it, so the run could not be recorded anyway.  The
  * caller gets the connection's own error (SQLSTATE class 08), and nothing
- * of the call is written.
+ * of the call is written.  A connection that could not be made at all
+ * (08001, 08004: a server down or unreachable, a refused login) leaves no
+ * remote transaction behind: that is the job's failure, recorded as any.
  */
 static bool
 diff_error_ends_run(ErrorData *edata)
 {
-	return ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_CONNECTION_EXCEPTION;
+	return ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_CONNECTION_EXCEPTION &&
+		edata->sqlerrcode != ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION &&
+		edata->sqlerrcode != ERRCODE_SQLSERVER_REJECTED_ESTABLISHMENT_OF_SQLCONNECTION;
 }
 
 /* One job's run, handed to run_in_subtransaction and back. */
@@ -294,9 +470,10 @@ run_job_step(void *arg)
 }
 
 /*
- * reconcile_diff_run(job text DEFAULT NULL)
+ * reconcile_diff_run(job text DEFAULT NULL, all_or_nothing boolean DEFAULT false)
  *		Runs the diff job named (NULL: every job in reconcile.diff_jobs) and records
  *		each run; returns SETOF reconcile.diff_runs, the rows it recorded.
+ *		The function of schema 1.1 has the first argument only.
  */
 Datum
 reconcile_diff_run(PG_FUNCTION_ARGS)
@@ -304,6 +481,7 @@ reconcile_diff_run(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	char	   *only = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
 	char	   *runner = GetUserNameFromId(GetUserId(), false);
+	bool		all_or_nothing = PG_NARGS() > 1 && !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
 	Datum		arg;
 	Oid			argtype = TEXTOID;
 	int			njobs;
@@ -363,10 +541,11 @@ reconcile_diff_run(PG_FUNCTION_ARGS)
 		 * caller has not the rights for: the job's history records runs
 		 * of roles that may read both relations (and of any role, a
 		 * relation that does not exist), so that no role can add
-		 * failures to another's jobs.
+		 * failures to another's jobs.  All or nothing: any failure.
 		 */
 		if (edata != NULL &&
-			(edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+			(all_or_nothing ||
+			 edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
 			 edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
 			 edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE ||
 			 diff_error_ends_run(edata)))

@@ -8,7 +8,7 @@ SELECT plan(46);
 -- The interface.
 SELECT has_function('reconcile_diff', ARRAY['regclass', 'regclass', 'text[]', 'jsonb']);
 SELECT has_function('reconcile_diff_summary', ARRAY['regclass', 'regclass', 'text[]', 'jsonb']);
-SELECT has_function('reconcile_diff_run', ARRAY['text']);
+SELECT has_function('reconcile_diff_run', ARRAY['text', 'boolean']);
 SELECT has_table('reconcile', 'diff_jobs', 'jobs table');
 SELECT has_table('reconcile', 'diff_runs', 'runs table');
 SELECT has_table('reconcile', 'diff_results', 'results table');
