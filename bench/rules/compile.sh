@@ -70,8 +70,8 @@ SELECT bench_expr(:'shape', :n) AS expr \gset
 SELECT pg_catalog.format('SELECT status || COALESCE('' '' || invalid_rows, '''') || COALESCE('' '' || sqlstate || '' '' || detail, '''') FROM reconcile_check(%L, %L)',
                          't', pg_catalog.jsonb_build_object('fail', pg_catalog.jsonb_build_object('big', :'expr'))) AS check_sql,
        pg_catalog.format('SELECT count(*) FROM t WHERE (%s) IS NOT TRUE', :'expr') AS plain_sql \gset
-SELECT c.ms AS check_ms, pg_catalog.translate(pg_catalog.left(c.outcome, 40), E'\\n''', '  ') AS check_outcome,
-       p.ms AS plain_ms, pg_catalog.translate(pg_catalog.left(p.outcome, 30), E'\\n''', '  ') AS plain_outcome
+SELECT c.ms AS check_ms, pg_catalog.translate(pg_catalog.left(c.outcome, 40), E'\n''', '  ') AS check_outcome,
+       p.ms AS plain_ms, pg_catalog.translate(pg_catalog.left(p.outcome, 30), E'\n''', '  ') AS plain_outcome
 FROM bench_run(:'check_sql') AS c, bench_run(:'plain_sql') AS p \gset
 SELECT pg_catalog.format('%-8s %6s  %12s %-40s  %10s %-30s', :'shape', :n, :'check_ms', :'check_outcome', :'plain_ms', :'plain_outcome');
 SQL
