@@ -1,6 +1,6 @@
 -- Several batches in one transaction: one manifest (one batch id) loads
--- several targets, on every write path, and resolutions follow in the same
--- transaction.  Temporary objects a batch creates are its own, named per
+-- several targets, on every write path, resolutions follow in the same
+-- transaction, and a trigger's batch runs inside another's write.  Temporary objects a batch creates are its own, named per
 -- target and batch or dropped before it returns (issue 19, defect 9; the
 -- Citus probe copy is covered in test/t/050_citus.pl).
 CREATE EXTENSION reconcile;
@@ -54,6 +54,30 @@ UNION ALL SELECT 'one_t', string_agg(id || '=' || name || '/' || version, ' ' OR
 SELECT op, count(*) FROM one_audit GROUP BY op ORDER BY op;
 SELECT count(*) AS temporary_tables_left FROM pg_class WHERE relname LIKE 'reconcile\_%' AND relpersistence = 't';
 
-DROP TABLE one_a, one_b, one_p, one_t, one_audit, one_stage;
-DROP FUNCTION one_audit_row();
+-- A batch started by a trigger while another batch of the same manifest
+-- writes (both on the general write path, whose winners' temporary table
+-- lives until the write ends): the trigger's batch takes the next name
+-- (it failed with 'relation "reconcile_apply_<id>" already exists').
+CREATE TABLE one_m (LIKE one_a INCLUDING ALL);
+SELECT reconcile_register(target => 'one_m', key_columns => '{id}', version_column => 'version',
+                          deleted_column => 'del', hash_column => 'h');
+CREATE FUNCTION one_mirror() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM reconcile_batch('one_m', 'one_stage',
+                            '[{"object_key":"m3","version_id":"1","content_hash":"h","rows":1}]');
+    RETURN NULL;
+END $$;
+CREATE TRIGGER one_mirror AFTER INSERT ON one_t FOR EACH STATEMENT EXECUTE FUNCTION one_mirror();
+TRUNCATE one_stage;
+INSERT INTO one_stage VALUES ('m3', 1, 'UPSERT', 4, '1', 'Eve');
+SET reconcile.write_path = 'general';
+SELECT status, inserted FROM reconcile_batch('one_t', 'one_stage',
+                                             '[{"object_key":"m3","version_id":"1","content_hash":"h","rows":1}]');
+RESET reconcile.write_path;
+SELECT 'one_t' AS target, string_agg(id || '=' || name || '/' || version, ' ' ORDER BY id) FROM one_t
+UNION ALL SELECT 'one_m', string_agg(id || '=' || name || '/' || version, ' ' ORDER BY id) FROM one_m;
+SELECT count(*) AS temporary_tables_left FROM pg_class WHERE relname LIKE 'reconcile\_%' AND relpersistence = 't';
+
+DROP TABLE one_a, one_b, one_p, one_t, one_m, one_audit, one_stage;
+DROP FUNCTION one_audit_row(), one_mirror();
 DROP EXTENSION reconcile;

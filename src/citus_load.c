@@ -101,12 +101,8 @@ TargetInfo *
 citus_probe_copy(TargetInfo *t, Oid staged, const char *batch_id)
 {
 	TargetInfo *copy = palloc(sizeof(TargetInfo));
-	/*
-	 * Named for the target as well as the batch: one manifest (one batch
-	 * id) may load several targets in one transaction, and this copy is
-	 * dropped only at commit.
-	 */
-	char	   *name = psprintf("reconcile_probe_%u_%.16s", t->relid, batch_id);
+	/* kept until commit: a second batch of the batch id takes another name */
+	char	   *name = temp_relation_name("reconcile_probe", batch_id, "_key");
 	char	   *qual = psprintf("pg_temp.%s", quote_identifier(name));
 	char	   *distcol = NULL;
 	StringInfoData sql,

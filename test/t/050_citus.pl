@@ -336,8 +336,8 @@ SELECT string_agg(id || '=' || name || '/' || version, ' ' ORDER BY id) FROM pub
 	'a table distributed after it was loaded: the keys in its shards are found');
 
 # Two batches of one manifest into two Citus targets in one transaction:
-# each batch's probe copy is named for its target as well as its batch (the
-# second batch used to fail with 'relation "reconcile_probe_..." already
+# the first batch's probe copy lives until commit, so the second takes the
+# next free name (it failed with 'relation "reconcile_probe_..." already
 # exists'), and each target gets its own rows, loaded and then updated.
 $coord->safe_psql(
 	'postgres', q{
