@@ -56,7 +56,7 @@ apply_create(TargetInfo *t, const char *batch_id)
 
 	m->t = t;
 	m->batch_id = batch_id;
-	m->name = psprintf("reconcile_apply_%.16s", batch_id);
+	m->name = temp_relation_name("reconcile_apply", batch_id, NULL);
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE TEMPORARY TABLE pg_temp.%s (", quote_identifier(m->name));
 	for (int i = 0; i < t->nkeys; i++)

@@ -101,7 +101,8 @@ TargetInfo *
 citus_probe_copy(TargetInfo *t, Oid staged, const char *batch_id)
 {
 	TargetInfo *copy = palloc(sizeof(TargetInfo));
-	char	   *name = psprintf("reconcile_probe_%.16s", batch_id);
+	/* kept until commit: a second batch of the batch id takes another name */
+	char	   *name = temp_relation_name("reconcile_probe", batch_id, "_key");
 	char	   *qual = psprintf("pg_temp.%s", quote_identifier(name));
 	char	   *distcol = NULL;
 	StringInfoData sql,

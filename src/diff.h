@@ -38,6 +38,8 @@ typedef enum DiffRemoteMode
 
 #define DIFF_DEFAULT_SPLIT_FACTOR	128
 #define DIFF_DEFAULT_LEAF_ROWS		64
+/* The most cells a grid has: with the default leaf_rows, cells grow beyond it. */
+#define DIFF_MAX_CELLS				(1 << 20)
 
 /*
  * Rows whose first key column falls in the buckets width_bucket(key,
@@ -112,6 +114,7 @@ typedef struct DiffSpec
 	DiffRemoteMode remote_mode;
 	int			split_factor;
 	int			leaf_rows;
+	bool		leaf_rows_set;	/* given as an option, not the default */
 
 	/* Only keys in these ranges of the first key column (NULL: all). */
 	struct DiffKeyFilter *filter;

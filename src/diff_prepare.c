@@ -670,7 +670,10 @@ set_remote_options(DiffSpec *spec, DiffOptions *opts)
 	if (opts->v[OPT_SPLIT])
 		spec->split_factor = opt_int(opts->v[OPT_SPLIT], "split_factor", 2, 1000);
 	if (opts->v[OPT_LEAF])
+	{
 		spec->leaf_rows = opt_int(opts->v[OPT_LEAF], "leaf_rows", 1, 1000000);
+		spec->leaf_rows_set = true;
+	}
 }
 
 /*

@@ -669,12 +669,29 @@ build_grid(RemoteDiff *rd, RSide *s)
 	rd->grid = palloc(sizeof(Datum));
 	rd->nbounds = 0;
 	cells = n / spec->leaf_rows;
+	if (cells > DIFF_MAX_CELLS)
+	{
+		/*
+		 * The grid's memory (its bounds, each cell's sums and marks) grows
+		 * with its cells: bounded, with larger cells by default, and an
+		 * error where the option asks for more.
+		 */
+		if (spec->leaf_rows_set)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("option \"leaf_rows\" %d makes too many cells for the diff of \"%s\" and \"%s\"",
+							spec->leaf_rows, spec->sname, spec->tname),
+					 errdetail("The " INT64_FORMAT " rows would make " INT64_FORMAT " cells; a diff by checksums has at most %d.",
+							   n, cells, DIFF_MAX_CELLS),
+					 errhint("Set \"leaf_rows\" to at least " INT64_FORMAT ", or leave it out: by default cells grow with the table.",
+							 (n + DIFF_MAX_CELLS - 1) / DIFF_MAX_CELLS)));
+		cells = DIFF_MAX_CELLS;
+	}
 	if (cells >= 2)
 	{
 		Datum	   *fractions;
 		int			pf;
 
-		cells = Min(cells, (int64) (MaxAllocSize / sizeof(Datum) / 4));
 		fractions = palloc(sizeof(Datum) * (cells - 1));
 		for (int64 i = 1; i < cells; i++)
 			fractions[i - 1] = Float8GetDatum((double) i / (double) cells);
@@ -988,7 +1005,9 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch, bool leaves
 		RangeSum   *cells = NULL;
 		RangeSum   *out[2];
 		Part		parts[2];
-		CellRange  *next = palloc(sizeof(CellRange) * (Size) nr * (leaves ? 1 : factor));
+		/* the ranges of a level are disjoint: at most one a cell */
+		CellRange  *next = palloc(sizeof(CellRange) *
+								  Min((Size) nr * (leaves ? 1 : factor), (Size) rd->ncells));
 		int			nnext = 0;
 
 		CHECK_FOR_INTERRUPTS();

@@ -68,6 +68,12 @@ PG_FUNCTION_INFO_V1(reconcile_discover_rules);
 #define MAX_IMPLICATIONS 20
 #define MAX_CONDITIONAL 10
 #define MIN_IMPLICATION_SUPPORT 10
+/*
+ * Counting queries over the whole relation that verify candidates found
+ * on the sample: each is a scan, and a sample can make many candidates
+ * that the relation does not bear out; past this many, none is verified.
+ */
+#define MAX_VERIFICATIONS 256
 
 typedef struct ShapeRun
 {
@@ -128,6 +134,8 @@ typedef struct Profile
 	/* options */
 	int			max_values;
 	double		min_share;
+	int			nverified;		/* counting queries run for candidates */
+	bool		verify_capped;	/* candidates left out at MAX_VERIFICATIONS */
 }			Profile;
 
 /* A proposed rule with its evidence. */
@@ -352,6 +360,20 @@ count_query(const char *sql, int nargs, Oid *types, Datum *args, int64 *second)
 	if (second)
 		*second = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	return isnull ? 0 : first;
+}
+
+/* Whether one more candidate may be verified over the whole relation. */
+static bool
+verify_allowed(Profile *p)
+{
+	CHECK_FOR_INTERRUPTS();
+	if (p->nverified >= MAX_VERIFICATIONS)
+	{
+		p->verify_capped = true;
+		return false;
+	}
+	p->nverified++;
+	return true;
 }
 
 static Proposal *
@@ -716,6 +738,8 @@ propose_linear(Profile *p, List **props, int *cols, int *signs, int k, int y,
 	holds = exact ? psprintf("%s = %s", cy->qname, rhs.data) :
 		psprintf("abs(%s - (%s)) <= 1e-6", cy->qname, rhs.data);
 
+	if (!verify_allowed(p))
+		return false;
 	if (cc == NULL)
 		checked = count_query(psprintf("SELECT pg_catalog.count(*) FILTER (WHERE %s),"
 									   " pg_catalog.count(*) FILTER (WHERE %s AND %s) FROM %s",
@@ -1124,6 +1148,8 @@ propose_implications(Profile *p, List **props)
 					char	   *lit_a = quote_literal_cstr(ca->top[va].value);
 					char	   *lit_b = quote_literal_cstr(cb->top[best].value);
 
+					if (!verify_allowed(p))
+						continue;
 					args[0] = CStringGetTextDatum(ca->top[va].value);
 					args[1] = CStringGetTextDatum(cb->top[best].value);
 					checked = count_query(psprintf("SELECT pg_catalog.count(*) FILTER (WHERE %s::pg_catalog.text OPERATOR(pg_catalog.=) $1),"
@@ -1420,6 +1446,14 @@ reconcile_discover_rules(PG_FUNCTION_ARGS)
 		}
 		props = keep_running_proposals(p, props);
 	}
+	elog(DEBUG1, "reconcile_discover_rules: %d counting queries verified candidates over %s",
+		 p->nverified, p->relsql);
+	if (p->verify_capped)
+		ereport(NOTICE,
+				(errmsg("reconcile_discover_rules verified at most %d candidate rules of %s",
+						MAX_VERIFICATIONS, p->relsql),
+				 errdetail("The sample suggested more cross-column relations and implications than that; the rest were not checked against the whole relation and are not proposed."),
+				 errhint("Profile fewer columns at a time, through a view, to look for the others.")));
 	rules_env_leave(&env);
 	/* SPI calls leave SPI's own context current; the result must outlive it. */
 	MemoryContextSwitchTo(cxt);

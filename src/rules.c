@@ -30,6 +30,7 @@
 #include "parser/scanner.h"
 #include "parser/gram.h"		/* the scanner's token codes: IDENT, Op */
 #include "parser/scansup.h"
+#include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
@@ -289,6 +290,66 @@ parse_dataset_check(List **rules, int index, JsonbValue *check)
 	if (r.text == NULL)
 		refuse_document(psprintf("dataset check \"%s\" has no \"sql\"", r.name), NULL);
 	add_rule(rules, &r);
+}
+
+/* ---- bounded work: how deeply a rule may nest ---- */
+
+/*
+ * The deepest nesting of a rule's expression that the rest of its way
+ * (PostgreSQL's parse analysis, planner and executor set-up, and
+ * rules_eval.c) is given: as many levels as max_stack_depth holds at
+ * RULES_STACK_PER_LEVEL bytes a level, 4,033 at the default 2MB.
+ */
+int
+rules_max_depth(void)
+{
+	return (int) ((int64) max_stack_depth * 1024 / RULES_STACK_PER_LEVEL);
+}
+
+typedef struct DepthContext
+{
+	int			depth;
+	int			limit;
+} DepthContext;
+
+/* True once the raw parse tree nests deeper than cxt->limit nodes (lists not counted). */
+static bool
+too_deep_walker(Node *node, DepthContext *cxt)
+{
+	bool		deep;
+
+	if (node == NULL)
+		return false;
+	CHECK_FOR_INTERRUPTS();
+	if (IsA(node, List))
+		return raw_expression_tree_walker(node, too_deep_walker, (void *) cxt);
+	if (++cxt->depth > cxt->limit)
+		return true;
+	deep = raw_expression_tree_walker(node, too_deep_walker, (void *) cxt);
+	cxt->depth--;
+	return deep;
+}
+
+/*
+ * Refuse a rule whose raw parse tree nests deeper than rules_max_depth(),
+ * before anything recursive of PostgreSQL's sees it: otherwise it would
+ * run out of stack somewhere in parse analysis, with no word of the rule.
+ * The walk itself stops at the limit, so it stays well within the stack.
+ */
+static void
+refuse_too_deep(Rule *r, Node *raw)
+{
+	DepthContext cxt = {0, rules_max_depth()};
+
+	if (!too_deep_walker(raw, &cxt))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_STATEMENT_TOO_COMPLEX),
+			 errmsg("%s \"%s\" nests too deeply",
+					r->severity == RULE_DATASET ? "dataset check" : "rule", r->name),
+			 errdetail("Its expression nests more than %d levels deep, the most that max_stack_depth (%dkB) allows a rule.",
+					   cxt.limit, max_stack_depth),
+			 errhint("Split the rule into several rules, or group a long chain of operators with parentheses, as (a + b) + (c + d); a superuser can raise max_stack_depth.")));
 }
 
 /* ---- safety: PostgreSQL's parser decides what a rule is ---- */
@@ -585,6 +646,7 @@ check_row_rule(Rule *r)
 	target = linitial_node(ResTarget, s->targetList);
 	if (target->name != NULL || target->indirection != NIL)
 		refuse_rule(r, "it is not exactly one expression");
+	refuse_too_deep(r, target->val);
 	if (unsafe_node_walker(target->val, &cxt))
 		refuse_rule(r, cxt.why);
 }
@@ -659,6 +721,7 @@ check_one_select(Rule *r, const char *sql)
 								IsA(stmt, UpdateStmt) ? "an UPDATE" :
 								IsA(stmt, DeleteStmt) ? "a DELETE" :
 								IsA(stmt, MergeStmt) ? "a MERGE" : "a utility statement"));
+	refuse_too_deep(r, stmt);
 	if (unsafe_node_walker(stmt, &cxt))
 		refuse_rule(r, cxt.why);
 }

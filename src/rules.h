@@ -77,7 +77,16 @@ typedef struct RulesEnv
 	bool		save_read_only;
 } RulesEnv;
 
+/*
+ * Stack a level of a rule's expression is given, in bytes: PostgreSQL's
+ * parse analysis of a chain a + a + ... + a needs about 514 a level (2,038
+ * terms fit in max_stack_depth 1MB, 4,079 in 2MB, 8,180 in 4MB on x86-64).
+ */
+#define RULES_STACK_PER_LEVEL 520
+
 /* ---- rules.c ---- */
+
+extern int	rules_max_depth(void);
 
 extern void rules_env_enter(RulesEnv *env, Oid owner);
 extern void rules_env_leave(RulesEnv *env);

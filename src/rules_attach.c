@@ -329,6 +329,7 @@ plan_rules_for_batches(RuleSet *rs, TargetInfo *t, const char *target_name, Node
 		ErrorContextCallback cb;
 		RuleContext rc = {r, target_name};
 
+		CHECK_FOR_INTERRUPTS();
 		cb.callback = rule_error_context;
 		cb.arg = &rc;
 		cb.previous = error_context_stack;

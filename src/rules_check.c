@@ -55,6 +55,7 @@ PG_FUNCTION_INFO_V1(reconcile_check);
 PG_FUNCTION_INFO_V1(reconcile_check_report);
 
 #define DEFAULT_SAMPLE 10
+#define RULES_PLAN_CHUNK_BYTES 65536
 
 /* ---- running a document over a relation ---- */
 
@@ -727,12 +728,24 @@ check_run(Oid relid, Jsonb *doc, Jsonb *options, const char *job, Oid run_as)
 
 		/*
 		 * Plan the rules together first, a chunk at a time; only when that
-		 * fails, one by one, to find the rules at fault.
+		 * fails, one by one, to find the rules at fault.  A chunk ends at
+		 * RULES_MAX_PER_SCAN rules or once its text passes
+		 * RULES_PLAN_CHUNK_BYTES: PostgreSQL parses and plans a statement
+		 * without looking for interrupts, so a cancel waits for at most
+		 * one chunk, not for the whole document.
 		 */
-		for (int done = 0; done < nrow; done += RULES_MAX_PER_SCAN)
+		for (int done = 0, take; done < nrow; done += take)
 		{
-			ScanArgs	together = {run, rows + done, Min(nrow - done, RULES_MAX_PER_SCAN)};
+			ScanArgs	together;
+			size_t		bytes = 0;
 
+			CHECK_FOR_INTERRUPTS();
+			for (take = 0; take < Min(nrow - done, RULES_MAX_PER_SCAN) &&
+				 (take == 0 || bytes < RULES_PLAN_CHUNK_BYTES); take++)
+				bytes += strlen(rs->rules[rows[done + take]].text);
+			together.run = run;
+			together.idx = rows + done;
+			together.n = take;
 			if (rules_try(plan_rules_together, &together) == NULL)
 			{
 				for (int j = 0; j < together.n; j++)

@@ -17,24 +17,32 @@
 #include "postgres.h"
 
 #include "access/detoast.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/execExpr.h"
 #include "executor/executor.h"
+#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/params.h"
 #include "optimizer/optimizer.h"
 #include "utils/expandeddatum.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 #include "rules.h"
 
-typedef struct SharedExpr
+typedef struct SharedExpr SharedExpr;
+
+struct SharedExpr
 {
-	Node	   *expr;			/* the subexpression, as it occurs in the rules */
-	uint32		hash;
+	Node	   *expr;			/* the subexpression, as it first occurs in the rules */
+	Node	   *canon;			/* expr with each child replaced by its class's canon */
+	uint32		hash;			/* of its shape */
+	int			id;				/* class number, from 1 */
+	bool		unsafe;			/* volatile or depending on a CASE's test value */
 	int			count;			/* occurrences in all rules */
 	int			paramid;		/* 0 until a rule or a shared value uses it */
 	ExprState  *state;
@@ -43,7 +51,7 @@ typedef struct SharedExpr
 	Datum		value;
 	bool		isnull;
 	const uint64 *current;		/* the evaluator's row number */
-} SharedExpr;
+};
 
 struct RuleEval
 {
@@ -51,7 +59,10 @@ struct RuleEval
 	int			nrules;
 	ProjectionInfo *projection;	/* the rules, one result column each */
 	TupleTableSlot *result;
-	List	   *candidates;		/* every SharedExpr seen, used or not */
+	HTAB	   *by_shape;		/* shape hash -> SharedExpr classes */
+	HTAB	   *by_node;		/* node address -> its SharedExpr class */
+	int			nclasses;
+	MemoryContext scratch;		/* for shapes, reset for each node */
 	List	   *used;			/* those given a parameter, by paramid */
 	EState	   *estate;
 	ExprContext *econtext;
@@ -70,6 +81,7 @@ unsupported_walker(Node *node, void *context)
 {
 	if (node == NULL)
 		return false;
+	CHECK_FOR_INTERRUPTS();
 	if (IsA(node, Var))
 	{
 		Var		   *var = (Var *) node;
@@ -97,19 +109,198 @@ rule_eval_supported(Node *expr)
 
 /* ---- finding shared subexpressions ---- */
 
-static bool
-context_dependent_walker(Node *node, void *context)
+/*
+ * Every node of the rules is put in a class of equal() nodes in one
+ * bottom-up pass, each node visited once.  A class's canon is its first
+ * node with each child replaced by its own class's canon, so that equal
+ * classes have pointer-equal children and equal() compares canons in time
+ * proportional to the node alone (it returns at once on equal pointers).
+ * A node's shape is its text with each child written as its class number
+ * and without locations; the classes are found through a hash table keyed
+ * by the shape's hash, and the class of a node through one keyed by the
+ * node's address.  Whether a class is worth and safe to share is decided
+ * the same way, from the node alone and its children's classes.  A rule of
+ * n nodes costs O(n), whatever its shape (the earlier search, which wrote
+ * and walked each subtree for each of its nodes, cost O(n^2)).
+ */
+
+struct SharedExprEntry
+{
+	uint32		hash;			/* hash key: the shape's hash */
+	List	   *classes;		/* SharedExpr of that hash */
+};
+
+typedef struct NodeClassEntry
+{
+	Node	   *node;			/* hash key: a node of the rules, or a canon */
+	SharedExpr *s;
+} NodeClassEntry;
+
+typedef struct ClassifyContext
+{
+	RuleEval   *ev;
+	bool		unsafe;			/* a child is volatile or context dependent */
+} ClassifyContext;
+
+static SharedExpr *classify_node(RuleEval *ev, Node *node);
+
+static SharedExpr *
+class_of(RuleEval *ev, Node *node)
+{
+	NodeClassEntry *e = hash_search(ev->by_node, &node, HASH_FIND, NULL);
+
+	if (e == NULL)
+		elog(ERROR, "rule subexpression of type %d was not classified", (int) nodeTag(node));
+	return e->s;
+}
+
+/* Children of a node being classified: each replaced by its class's canon. */
+static Node *
+canon_mutator(Node *node, RuleEval *ev)
 {
 	if (node == NULL)
-		return false;
-	if (IsA(node, CaseTestExpr) || IsA(node, CoerceToDomainValue))
-		return true;
-	return expression_tree_walker(node, context_dependent_walker, context);
+		return NULL;
+	if (IsA(node, List))
+		return expression_tree_mutator(node, canon_mutator, (void *) ev);
+	return classify_node(ev, node)->canon;
+}
+
+/* Children of a canon, for its shape: each a placeholder holding its class number. */
+static Node *
+shape_mutator(Node *node, ClassifyContext *cxt)
+{
+	SharedExpr *child;
+	Param	   *p;
+
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, List))
+		return expression_tree_mutator(node, shape_mutator, (void *) cxt);
+	child = class_of(cxt->ev, node);
+	cxt->unsafe |= child->unsafe;
+	p = makeNode(Param);
+	p->paramkind = PARAM_EXEC;
+	p->paramid = child->id;
+	p->paramtype = InvalidOid;
+	p->location = -1;
+	return (Node *) p;
+}
+
+static bool
+volatile_checker(Oid func_id, void *context)
+{
+	return func_volatile(func_id) == PROVOLATILE_VOLATILE;
+}
+
+/*
+ * The node itself, not its children, is volatile: what
+ * contain_volatile_functions looks for in each node it walks.
+ */
+static bool
+volatile_node(Node *node)
+{
+	return check_functions_in_node(node, volatile_checker, NULL) ||
+		IsA(node, NextValueExpr);
+}
+
+/* The hash of a shape's text, without locations. */
+static uint32
+shape_hash(char *s)
+{
+	char	   *w = s;
+
+	for (char *r = s; *r;)
+	{
+		if (strncmp(r, ":location ", 10) == 0)
+		{
+			r += 10;
+			if (*r == '-')
+				r++;
+			while (*r >= '0' && *r <= '9')
+				r++;
+			continue;
+		}
+		*w++ = *r++;
+	}
+	*w = '\0';
+	return DatumGetUInt32(hash_any((unsigned char *) s, w - s));
+}
+
+static void
+remember_node(RuleEval *ev, Node *node, SharedExpr *s)
+{
+	bool		found;
+	NodeClassEntry *e = hash_search(ev->by_node, &node, HASH_ENTER, &found);
+
+	e->s = s;
+}
+
+/* The class of one occurrence of node (its children classified first), counted. */
+static SharedExpr *
+classify_node(RuleEval *ev, Node *node)
+{
+	NodeClassEntry *e;
+	Node	   *canon;
+	Node	   *shape;
+	ClassifyContext cxt = {ev, false};
+	MemoryContext old;
+	struct SharedExprEntry *se;
+	uint32		hash;
+	bool		found;
+	SharedExpr *s = NULL;
+	ListCell   *lc;
+
+	CHECK_FOR_INTERRUPTS();
+	check_stack_depth();
+	e = hash_search(ev->by_node, &node, HASH_FIND, NULL);
+	if (e != NULL)
+	{
+		/* the same node twice (an inlined function's argument): one more use */
+		e->s->count++;
+		return e->s;
+	}
+
+	canon = expression_tree_mutator(node, canon_mutator, (void *) ev);
+	old = MemoryContextSwitchTo(ev->scratch);
+	shape = expression_tree_mutator(canon, shape_mutator, (void *) &cxt);
+	cxt.unsafe |= IsA(node, CaseTestExpr) || IsA(node, CoerceToDomainValue) ||
+		volatile_node(node);
+	hash = shape_hash(nodeToString(shape));
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(ev->scratch);
+
+	se = hash_search(ev->by_shape, &hash, HASH_ENTER, &found);
+	if (!found)
+		se->classes = NIL;
+	foreach(lc, se->classes)
+	{
+		SharedExpr *c = lfirst(lc);
+
+		if (equal(c->canon, canon))
+		{
+			s = c;
+			break;
+		}
+	}
+	if (s == NULL)
+	{
+		s = palloc0(sizeof(SharedExpr));
+		s->expr = node;
+		s->canon = canon;
+		s->hash = hash;
+		s->id = ++ev->nclasses;
+		s->unsafe = cxt.unsafe;
+		se->classes = lappend(se->classes, s);
+		remember_node(ev, canon, s);
+	}
+	remember_node(ev, node, s);
+	s->count++;
+	return s;
 }
 
 /* Worth computing once and safe to compute apart from where it occurs. */
 static bool
-shareable(Node *node)
+shareable(RuleEval *ev, Node *node)
 {
 	switch (nodeTag(node))
 	{
@@ -139,71 +330,7 @@ shareable(Node *node)
 		default:
 			return false;
 	}
-	return !contain_volatile_functions(node) && !context_dependent_walker(node, NULL);
-}
-
-/* A hash that equal() subexpressions share: their text, without locations. */
-static uint32
-shape_hash(Node *node)
-{
-	char	   *s = nodeToString(node);
-	char	   *w = s;
-	uint32		h;
-
-	for (char *r = s; *r;)
-	{
-		if (strncmp(r, ":location ", 10) == 0)
-		{
-			r += 10;
-			if (*r == '-')
-				r++;
-			while (*r >= '0' && *r <= '9')
-				r++;
-			continue;
-		}
-		*w++ = *r++;
-	}
-	*w = '\0';
-	h = DatumGetUInt32(hash_any((unsigned char *) s, w - s));
-	pfree(s);
-	return h;
-}
-
-static SharedExpr *
-find_shared(RuleEval *ev, Node *node, uint32 hash)
-{
-	ListCell   *lc;
-
-	foreach(lc, ev->candidates)
-	{
-		SharedExpr *s = lfirst(lc);
-
-		if (s->hash == hash && equal(s->expr, node))
-			return s;
-	}
-	return NULL;
-}
-
-static bool
-count_walker(Node *node, RuleEval *ev)
-{
-	if (node == NULL)
-		return false;
-	if (shareable(node))
-	{
-		uint32		hash = shape_hash(node);
-		SharedExpr *s = find_shared(ev, node, hash);
-
-		if (s == NULL)
-		{
-			s = palloc0(sizeof(SharedExpr));
-			s->expr = node;
-			s->hash = hash;
-			ev->candidates = lappend(ev->candidates, s);
-		}
-		s->count++;
-	}
-	return expression_tree_walker(node, count_walker, (void *) ev);
+	return !class_of(ev, node)->unsafe;
 }
 
 typedef struct ReplaceContext
@@ -223,11 +350,12 @@ replace_mutator(Node *node, ReplaceContext *cxt)
 {
 	if (node == NULL)
 		return NULL;
-	if (node != cxt->root && shareable(node))
+	CHECK_FOR_INTERRUPTS();
+	if (node != cxt->root && shareable(cxt->ev, node))
 	{
-		SharedExpr *s = find_shared(cxt->ev, node, shape_hash(node));
+		SharedExpr *s = class_of(cxt->ev, node);
 
-		if (s != NULL && s->count >= 2 && s->count > cxt->above)
+		if (s->count >= 2 && s->count > cxt->above)
 		{
 			Param	   *p = makeNode(Param);
 
@@ -294,6 +422,7 @@ count_vars_walker(Node *node, int *uses)
 {
 	if (node == NULL)
 		return false;
+	CHECK_FOR_INTERRUPTS();
 	if (IsA(node, Var))
 	{
 		uses[((Var *) node)->varattno]++;
@@ -308,6 +437,7 @@ remap_vars_mutator(Node *node, const int *positions)
 {
 	if (node == NULL)
 		return NULL;
+	CHECK_FOR_INTERRUPTS();
 	if (IsA(node, Var))
 	{
 		Var		   *var = (Var *) copyObject(node);
@@ -341,13 +471,26 @@ rule_eval_begin(Node **exprs, int n, TupleDesc rowdesc, const int *positions)
 	int		   *uses = palloc0(sizeof(int) * (rowdesc->natts + 1));
 	ParamListInfo params;
 	PlanState  *parent;
+	HASHCTL		hctl;
 
 	ev->cxt = cxt;
 	ev->nrules = n;
+	memset(&hctl, 0, sizeof(hctl));
+	hctl.keysize = sizeof(uint32);
+	hctl.entrysize = sizeof(struct SharedExprEntry);
+	hctl.hcxt = cxt;
+	ev->by_shape = hash_create("reconcile rule shapes", 256, &hctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	hctl.keysize = sizeof(Node *);
+	hctl.entrysize = sizeof(NodeClassEntry);
+	ev->by_node = hash_create("reconcile rule nodes", 256, &hctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ev->scratch = AllocSetContextCreate(cxt, "reconcile rule shape",
+										ALLOCSET_SMALL_SIZES);
 	for (int i = 0; i < n; i++)
 	{
 		planned[i] = (Node *) expression_planner((Expr *) copyObject(exprs[i]));
-		count_walker(planned[i], ev);
+		(void) classify_node(ev, planned[i]);
 	}
 	for (int i = 0; i < n; i++)
 	{

@@ -13,9 +13,11 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_opclass.h"
 #include "catalog/pg_operator.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -101,4 +103,32 @@ operator_sql(Oid opno)
 				   NameStr(op->oprname));
 	ReleaseSysCache(tup);
 	return out;
+}
+
+/*
+ * A name for a temporary relation of a batch, free in this session's
+ * pg_temp: <prefix>_<first 16 characters of the batch id>, or that with
+ * _2, _3, ... appended where the name is taken.  It is taken when one
+ * transaction runs two batches of one batch id (one manifest loading
+ * several targets, or a batch started by a trigger of another's write) and
+ * the first keeps its relation until commit or is still writing.  also,
+ * when given, is a suffix whose name must be free too (the relation's
+ * index).  The caller creates the relation in pg_temp at once.
+ */
+char *
+temp_relation_name(const char *prefix, const char *batch_id, const char *also)
+{
+	Oid			nsp = LookupExplicitNamespace("pg_temp", true);
+	char	   *base = psprintf("%s_%.16s", prefix, batch_id);
+
+	for (int n = 1;; n++)
+	{
+		char	   *name = n == 1 ? base : psprintf("%s_%d", base, n);
+
+		CHECK_FOR_INTERRUPTS();
+		if (!OidIsValid(nsp) ||
+			(!OidIsValid(get_relname_relid(name, nsp)) &&
+			 (also == NULL || !OidIsValid(get_relname_relid(psprintf("%s%s", name, also), nsp)))))
+			return name;
+	}
 }

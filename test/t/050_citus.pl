@@ -8,7 +8,8 @@
 # server; the kinds reconcile does not load are refused before anything
 # is written; the diff of a co-located pair equals the plain diff, read
 # row by row and by checksums computed on the shards; a distributed
-# target's UPDATEs are routed shard by shard and prepared; and a
+# target's UPDATEs are routed shard by shard and prepared; two batches of
+# one manifest into two Citus targets commit in one transaction; and a
 # worker killed with kill -9 during a batch leaves nothing of it on any
 # node, after which the retry commits once.
 #
@@ -333,6 +334,55 @@ SELECT string_agg(id || '=' || name || '/' || version, ' ' ORDER BY id) FROM pub
 }),
 	"\n1\n\n\ncommitted|1|1|1\nA=Ada L/2 B=Bob/1 C=Cy/1",    # void results print empty lines
 	'a table distributed after it was loaded: the keys in its shards are found');
+
+# Two batches of one manifest into two Citus targets in one transaction:
+# the first batch's probe copy lives until commit, so the second takes the
+# next free name (it failed with 'relation "reconcile_probe_..." already
+# exists'), and each target gets its own rows, loaded and then updated.
+$coord->safe_psql(
+	'postgres', q{
+SET client_min_messages = warning;
+CREATE TABLE public.twin_a (id int PRIMARY KEY, name text, version bigint NOT NULL,
+                            del boolean NOT NULL DEFAULT false, h bytea);
+CREATE TABLE public.twin_b (LIKE public.twin_a INCLUDING ALL);
+CREATE TABLE public.twin_stage (object_key text, source_row bigint, operation text,
+                                id int, version text, name text);
+SELECT create_distributed_table('public.twin_a', 'id');
+SELECT create_distributed_table('public.twin_b', 'id', colocate_with => 'public.twin_a');
+SELECT create_distributed_table('public.twin_stage', 'id', colocate_with => 'public.twin_a');
+SELECT reconcile_register('public.twin_a', '{id}', 'version', 'del', 'h');
+SELECT reconcile_register('public.twin_b', '{id}', 'version', 'del', 'h');
+INSERT INTO public.twin_b VALUES (2, 'Bea', 0, false, NULL);
+});
+my $twin_batches = q{
+BEGIN;
+SELECT status, inserted, updated, unchanged FROM reconcile_batch('public.twin_a', 'public.twin_stage', '%1$s');
+SELECT status, inserted, updated, unchanged FROM reconcile_batch('public.twin_b', 'public.twin_stage', '%1$s');
+COMMIT;
+SELECT string_agg(id || '=' || name || '/' || version, ' ' ORDER BY id) FROM public.twin_a;
+SELECT string_agg(id || '=' || name || '/' || version, ' ' ORDER BY id) FROM public.twin_b;
+};
+my ($out, $err);
+$coord->psql(
+	'postgres', q{
+INSERT INTO public.twin_stage VALUES ('w1', 1, 'UPSERT', 1, '1', 'Ada'), ('w1', 2, 'UPSERT', 2, '1', 'Bob');
+} . sprintf($twin_batches, '[{"object_key":"w1","version_id":"1","content_hash":"h","rows":2}]'),
+	stdout => \$out,
+	stderr => \$err);
+is($out, "committed|2|0|0\ncommitted|1|1|0\n1=Ada/1 2=Bob/1\n1=Ada/1 2=Bob/1",
+	'one manifest into two distributed targets in one transaction: both batches commit')
+  or diag($err);
+$coord->psql(
+	'postgres', q{
+TRUNCATE public.twin_stage;
+INSERT INTO public.twin_stage VALUES ('w2', 1, 'UPSERT', 1, '2', 'Ada L'), ('w2', 2, 'UPSERT', 2, '1', 'Bob'),
+    ('w2', 3, 'UPSERT', 3, '1', 'Cy');
+} . sprintf($twin_batches, '[{"object_key":"w2","version_id":"1","content_hash":"h","rows":3}]'),
+	stdout => \$out,
+	stderr => \$err);
+is($out, "committed|1|1|1\ncommitted|1|1|1\n1=Ada L/2 2=Bob/1 3=Cy/1\n1=Ada L/2 2=Bob/1 3=Cy/1",
+	'and again, updating the rows each probe copy read from its own target')
+  or diag($err);
 
 # ---- refusals, before anything is written ----
 
