@@ -297,7 +297,30 @@ reconcile_batch(PG_FUNCTION_ARGS)
 		check_reject_limit(b);
 		batch_rules_gate(b);	/* rules_attach.c: fail rules (dataset checks: merge.c) */
 		pause_point("staged");
-		merge_batch(b);
+		if (b->target->citus_kind != CITUS_NONE)
+		{
+			/*
+			 * Citus sends the merge's values to the workers as text, which
+			 * the workers read with their own settings, not the caller's:
+			 * the writes are made with settings whose text forms read back
+			 * the same under any (ISO dates, postgres intervals, exact
+			 * floats, hex bytea).  The casts above used the caller's.
+			 */
+			int			nest = NewGUCNestLevel();
+
+			(void) set_config_option("DateStyle", "ISO", PGC_USERSET, PGC_S_SESSION,
+									 GUC_ACTION_SAVE, true, 0, false);
+			(void) set_config_option("IntervalStyle", "postgres", PGC_USERSET, PGC_S_SESSION,
+									 GUC_ACTION_SAVE, true, 0, false);
+			(void) set_config_option("extra_float_digits", "1", PGC_USERSET, PGC_S_SESSION,
+									 GUC_ACTION_SAVE, true, 0, false);
+			(void) set_config_option("bytea_output", "hex", PGC_USERSET, PGC_S_SESSION,
+									 GUC_ACTION_SAVE, true, 0, false);
+			merge_batch(b);
+			AtEOXact_GUC(true, nest);
+		}
+		else
+			merge_batch(b);
 		stage_release(b);		/* the parallel read's shared sort, now read */
 	}
 	pause_point("merged");
