@@ -295,5 +295,140 @@ if ($coordinated ne $plain)
 is($coordinated, $plain,
 	'merged on the coordinator: the same receipts, rejects, conflicts, cursors and rows as a plain table');
 
+# ---- parallel and atomic: what Citus sent, and what the workers ran ----
+
+my $nshards = $coord->safe_psql('pushed',
+	"SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'acct'::regclass");
+$coord->safe_psql(
+	'pushed', q{
+TRUNCATE acct_stage;
+INSERT INTO acct_stage (object_key, source_row, operation, id, version, name, score)
+SELECT 't1', g, 'UPSERT', 'T' || g, '1', 'name ' || g, (g % 100)::text FROM generate_series(1, 300) g;
+INSERT INTO acct_stage (object_key, source_row, operation, id, version, name)
+SELECT 't1', 300 + g, 'UPSERT', 'K' || g, '9', 'again' FROM generate_series(1, 6) g;
+INSERT INTO acct_stage (object_key, source_row, operation, id, version, name) VALUES ('t1', 400, 'UPSERT', 'R1', 'bad', 'x');
+});
+my %logpos = map { $_->name => -s $_->logfile } ($w1, $w2);
+my ($ret, $out, $log) = $coord->psql(
+	'pushed', q{SET citus.log_remote_commands = on;
+SELECT status, inserted, updated, rejected FROM reconcile_batch('acct', 'acct_stage',
+  '[{"object_key":"t1","version_id":"1","content_hash":"h","rows":307}]', 't-feed', 't1@1');});
+is($out, 'committed|300|6|1', 'a logged batch merged on the workers commits');
+
+# The remote commands in order, each with the connection it went over.
+my @cmds;
+while ($log =~ /NOTICE:  issuing (.*?)\n(?:DETAIL:  on server \S+ connectionId: (\d+))?/g)
+{
+	push @cmds, [ $1, $2 // -1 ];
+}
+my @kind = map { $_->[0] =~ /^INSERT INTO reconcile\.citus_work_/ ? 'classify'
+	  : $_->[0] =~ /^MERGE INTO / ? 'apply'
+	  : $_->[0] =~ /^TRUNCATE TABLE reconcile\.citus_work_/ ? 'empty'
+	  : $_->[0] =~ /^PREPARE TRANSACTION/ ? 'prepare'
+	  : $_->[0] =~ /^COMMIT PREPARED/ ? 'commit prepared'
+	  : $_->[0] =~ /^(COMMIT|END)\b/ ? 'commit'
+	  : $_->[0] =~ /^COPY\b/ ? 'copy'
+	  : $_->[0] =~ /^(BEGIN|SELECT assign_distributed)/ ? 'begin'
+	  : 'other' } @cmds;
+my %count;
+$count{$_}++ for @kind;
+is($count{classify}, $nshards, "the classifying INSERT runs as one task per shard group ($nshards)");
+is($count{apply}, $nshards, 'the MERGE runs as one task per shard group');
+is($count{empty}, $nshards, 'the work table is emptied on every shard group');
+my ($first) = grep { $kind[$_] ne 'begin' } 0 .. $#kind;
+is($kind[$first], 'classify',
+	'the first statement on the shards is the work table\'s INSERT (no DDL or read pins connections before it)');
+my ($last_apply) = reverse grep { $kind[$_] eq 'apply' } 0 .. $#kind;
+my ($first_empty) = grep { $kind[$_] eq 'empty' } 0 .. $#kind;
+ok($first_empty > $last_apply, 'the work table is emptied after the apply, at the end');
+ok(!$count{copy}, 'nothing is copied into the shards through the coordinator');
+my %wrote = map { $cmds[$_][1] => 1 } grep { $kind[$_] =~ /^(classify|apply|empty)$/ } 0 .. $#kind;
+my %prepared = map { $cmds[$_][1] => 1 } grep { $kind[$_] eq 'prepare' } 0 .. $#kind;
+ok(scalar(keys %wrote) > 1, 'the writes went over several connections in parallel (' . scalar(keys %wrote) . ')');
+is_deeply([ sort { $a <=> $b } grep { !$prepared{$_} } keys %wrote ], [],
+	'every connection that wrote was prepared');
+is($count{'commit prepared'}, $count{prepare}, 'every prepared transaction was committed');
+ok(!$count{commit}, 'no connection was committed without two-phase commit');
+
+# The workers' own logs say the same.
+my ($wprepare, $wcommit, $wplain) = (0, 0, 0);
+for my $n ($w1, $w2)
+{
+	my $text = slurp_file($n->logfile, $logpos{ $n->name });
+	$wprepare += () = $text =~ /statement: PREPARE TRANSACTION/g;
+	$wcommit += () = $text =~ /statement: COMMIT PREPARED/g;
+	$wplain += () = $text =~ /statement: COMMIT\s*$/mg;
+}
+is($wprepare, $count{prepare}, "the workers ran PREPARE TRANSACTION $wprepare times");
+is($wcommit, $wprepare, 'and COMMIT PREPARED as often');
+is($wplain, 0, 'and no plain COMMIT');
+is($coord->safe_psql('pushed', "SELECT count(*) FROM reconcile.citus_work_" . $coord->safe_psql('pushed', "SELECT 'acct'::regclass::oid")),
+	'0', 'the work table is empty after the batch');
+
+# ---- faults ----
+
+# A worker killed with kill -9 after the apply, before PREPARE: the batch
+# fails on every node, nothing of it stays, the retry commits once.
+my $pause_key = "x'7265636f6e63696c'::bigint";
+my $big = q{SELECT status, inserted, updated FROM reconcile_batch('acct', 'acct_stage',
+  '[{"object_key":"k1","version_id":"1","content_hash":"hk","rows":2006}]', 'kill-feed', 'k1@1', '{"citus_merge": "workers"}')};
+$coord->safe_psql(
+	'pushed', q{
+TRUNCATE acct_stage;
+INSERT INTO acct_stage (object_key, source_row, operation, id, version, name)
+SELECT 'k1', g, 'UPSERT', 'N' || g, '1', 'name ' || g FROM generate_series(1, 2000) g;
+INSERT INTO acct_stage (object_key, source_row, operation, id, version, name)
+SELECT 'k1', 2000 + g, 'UPSERT', 'T' || g, '100', 'updated' FROM generate_series(1, 6) g;
+});
+my $state = q{SELECT count(*), sum(version), count(*) FILTER (WHERE name = 'updated') FROM acct};
+my $before = $coord->safe_psql('pushed', $state);
+
+sub kill_node
+{
+	my ($n) = @_;
+	my $pid = $n->{_pid};
+	my @children = split /\s+/, `pgrep -P $pid`;
+	kill 9, $pid, @children;
+	$n->{_pid} = undef;
+}
+
+sub restart_node
+{
+	my ($n) = @_;
+	for (1 .. 60)
+	{
+		$n->{_pid} = undef;
+		return 1 if $n->start(fail_ok => 1);
+		sleep 1;
+	}
+	return 0;
+}
+
+my $holder = $coord->background_psql('pushed');
+$holder->query_safe("SELECT pg_advisory_lock($pause_key)");
+my $session = $coord->background_psql('pushed', on_error_stop => 0);
+my $pid = $session->query_safe('SELECT pg_backend_pid()');
+$session->query_safe("SET reconcile.pause_at = 'merged'");
+$session->{stdin} .= "$big;\n";
+$session->{run}->pump_nb();
+$coord->poll_query_until('pushed',
+	"SELECT count(*) = 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND pid = $pid")
+  or die 'the batch did not reach its pause point';
+kill_node($w1);
+$holder->query_safe("SELECT pg_advisory_unlock($pause_key)");
+$holder->quit;
+$session->quit;
+like($session->{stderr}, qr/ERROR/, 'worker killed before PREPARE: the batch fails');
+ok(restart_node($w1), 'the killed worker restarts');
+$coord->safe_psql('pushed', 'SELECT recover_prepared_transactions()');
+is($coord->safe_psql('pushed', $state), $before, 'after recovery the target holds none of the failed batch');
+is($coord->safe_psql('pushed', "SELECT count(*) FROM reconcile.receipts WHERE \"cursor\" = 'k1\@1'"),
+	'0', 'and there is no receipt');
+is($_->safe_psql('pushed', 'SELECT count(*) FROM pg_prepared_xacts'), '0', $_->name . ': no prepared transaction left')
+  for ($coord, $w1, $w2);
+is($coord->safe_psql('pushed', $big), 'committed|2000|6', 'the retry commits');
+is($coord->safe_psql('pushed', $big), 'replayed|2000|6', 'and only once');
+is($coord->safe_psql('pushed', "SELECT count(*) FROM acct WHERE id LIKE 'N%'"), '2000', 'the retry wrote every row once');
+
 $_->stop for @nodes;
 done_testing();
