@@ -430,5 +430,88 @@ is($coord->safe_psql('pushed', $big), 'committed|2000|6', 'the retry commits');
 is($coord->safe_psql('pushed', $big), 'replayed|2000|6', 'and only once');
 is($coord->safe_psql('pushed', "SELECT count(*) FROM acct WHERE id LIKE 'N%'"), '2000', 'the retry wrote every row once');
 
+# A batch stopped between PREPARE and COMMIT PREPARED: at its pause before
+# commit, worker 1's connections are stopped (SIGSTOP), so the commit
+# waits on worker 1's PREPARE while worker 2 prepares; then worker 2's
+# connections are stopped and worker 1's resumed: the coordinator commits
+# its receipt and COMMIT PREPARED reaches worker 1 only.  Then worker 2 is
+# killed with kill -9 (and, in the second run, the coordinator too, after
+# its local commit).  After recovery the batch is there exactly once.
+sub citus_backends
+{
+	my ($n) = @_;
+	return split /\n/, $n->safe_psql('pushed',
+		"SELECT pid FROM pg_stat_activity WHERE datname = 'pushed' AND application_name LIKE 'citus_internal%' AND state = 'idle in transaction'");
+}
+
+my $round = 0;
+sub fault_after_prepare
+{
+	my ($kill_coordinator) = @_;
+	$round++;
+	my $obj = "p$round";
+	my $batch = qq{SELECT status, inserted FROM reconcile_batch('acct', 'acct_stage',
+  '[{"object_key":"$obj","version_id":"1","content_hash":"hp","rows":500}]', 'prep-feed', '$obj\@1', '{"citus_merge": "workers"}')};
+	$coord->safe_psql('pushed', qq{TRUNCATE acct_stage;
+INSERT INTO acct_stage (object_key, source_row, operation, id, version, name)
+SELECT '$obj', g, 'UPSERT', '$obj-' || g, '1', 'prepared ' || g FROM generate_series(1, 500) g;});
+	my $holder = $coord->background_psql('pushed');
+	$holder->query_safe("SELECT pg_advisory_lock($pause_key)");
+	my $session = $coord->background_psql('pushed', on_error_stop => 0);
+	my $pid = $session->query_safe('SELECT pg_backend_pid()');
+	$session->query_safe("SET reconcile.pause_at = 'receipt'");
+	$session->{stdin} .= "$batch;\n";
+	$session->{run}->pump_nb();
+	$coord->poll_query_until('pushed',
+		"SELECT count(*) = 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND pid = $pid")
+	  or die 'the batch did not reach its pause point';
+	my @b1 = citus_backends($w1);
+	my @b2 = citus_backends($w2);
+	ok(@b1 > 0 && @b2 > 0, "round $round: the batch holds connections on both workers");
+	kill 'STOP', @b1;
+	$holder->query_safe("SELECT pg_advisory_unlock($pause_key)");
+	$holder->quit;
+	# Worker 2 prepares; wait until its count of prepared transactions settles.
+	my ($n2, $stable) = (0, 0);
+	for (1 .. 100)
+	{
+		my $n = $w2->safe_psql('pushed', 'SELECT count(*) FROM pg_prepared_xacts');
+		$stable = ($n > 0 && $n == $n2) ? $stable + 1 : 0;
+		$n2 = $n;
+		last if $stable >= 5;
+		select(undef, undef, undef, 0.2);
+	}
+	ok($n2 > 0, "round $round: worker 2 prepared ($n2) while worker 1 was stopped");
+	kill 'STOP', @b2;
+	kill 'CONT', @b1;
+	ok( $coord->poll_query_until('pushed',
+			"SELECT count(*) = 1 FROM reconcile.receipts WHERE \"cursor\" = '$obj\@1'"),
+		"round $round: the coordinator committed the receipt");
+	is($w2->safe_psql('pushed', 'SELECT count(*) FROM pg_prepared_xacts'), $n2,
+		"round $round: worker 2 still holds its prepared transactions");
+	kill_node($w2);
+	if ($kill_coordinator)
+	{
+		kill_node($coord);
+		ok(restart_node($coord), "round $round: the coordinator restarts after its local commit");
+	}
+	else
+	{
+		$session->quit;
+		like($session->{stdout}, qr/committed\|500/, "round $round: the batch reports its commit");
+	}
+	ok(restart_node($w2), "round $round: worker 2 restarts");
+	$coord->safe_psql('pushed', 'SELECT recover_prepared_transactions()');
+	is($_->safe_psql('pushed', 'SELECT count(*) FROM pg_prepared_xacts'), '0',
+		"round $round: " . $_->name . ': no prepared transaction left') for ($coord, $w1, $w2);
+	is($coord->safe_psql('pushed', "SELECT count(*) FROM acct WHERE id LIKE '$obj-%'"), '500',
+		"round $round: recovery committed worker 2's share: every row is there");
+	is($coord->safe_psql('pushed', "SELECT count(*) FROM reconcile.receipts WHERE \"cursor\" = '$obj\@1'"),
+		'1', "round $round: one receipt");
+	is($coord->safe_psql('pushed', $batch), 'replayed|500', "round $round: the retry replays");
+}
+fault_after_prepare(0);
+fault_after_prepare(1);
+
 $_->stop for @nodes;
 done_testing();
