@@ -92,11 +92,16 @@ sub node_cpu
 sub run_batch
 {
 	my ($node, $sql, @all) = @_;
+	# The batch's own backend stays open until its CPU is read.
+	my $session = $node->background_psql('postgres');
+	$session->query_safe('SELECT 1');
 	my @before = map { node_cpu($_) } @all;
 	my $t0 = time;
-	my $out = $node->safe_psql('postgres', $sql);
+	my $out = $session->query_safe($sql);
 	my $secs = time - $t0;
 	my @cpu = map { node_cpu($all[$_]) - $before[$_] } 0 .. $#all;
+	$session->quit;
+	$out =~ s/^\s+|\s+$//g;
 	return ($secs, $out, \@cpu);
 }
 
