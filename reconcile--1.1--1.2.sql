@@ -33,3 +33,15 @@ CREATE FUNCTION reconcile_citus_limb(h pg_catalog.bytea, i pg_catalog.int4)
 RETURNS pg_catalog.int8
 AS 'MODULE_PATHNAME', 'reconcile_citus_limb'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION reconcile_citus_input("any", anyelement, pg_catalog.int4, pg_catalog.text[]) IS
+  'Citus workers, in a batch merged there: the value in like''s type through its text form, under the caller''s settings given; NULL when it does not read';
+COMMENT ON FUNCTION reconcile_citus_text("any", pg_catalog.text[]) IS
+  'Citus workers, in a batch merged there: the value''s text form under the caller''s settings given (a reject''s raw value)';
+COMMENT ON FUNCTION reconcile_citus_hash(pg_catalog.bool, "any") IS
+  'Citus workers, in a batch merged there: the payload hash of the values given (as a plain batch computes it)';
+COMMENT ON FUNCTION reconcile_citus_staged_hash("any") IS
+  'Citus workers, in a batch merged there: a staged payload_hash as 32 bytes, NULL when it is no SHA-256 digest';
+COMMENT ON FUNCTION reconcile_citus_object(pg_catalog.text, pg_catalog.text, pg_catalog.text[], pg_catalog.text[]) IS
+  'Citus workers, in a batch merged there: the index of the manifest entry a staged row belongs to, or NULL';
+COMMENT ON FUNCTION reconcile_citus_limb(pg_catalog.bytea, pg_catalog.int4) IS
+  'Citus workers, in a batch merged there: a 32-bit limb of a hash, for the receipt''s checksum';
