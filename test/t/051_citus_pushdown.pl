@@ -295,6 +295,34 @@ if ($coordinated ne $plain)
 is($coordinated, $plain,
 	'merged on the coordinator: the same receipts, rejects, conflicts, cursors and rows as a plain table');
 
+# ---- what merges on the coordinator instead ----
+
+# Attached rules are evaluated on the coordinator: "workers" is refused
+# saying so, and by default the batch merges on the coordinator.
+$coord->safe_psql('pushed', q{SELECT reconcile_set_rules('versioned', '{"drop": {"named": "val IS NOT NULL"}}');
+TRUNCATE versioned_stage;
+INSERT INTO versioned_stage VALUES ('r1', 'a', 1, 'UPSERT', 50, 1, 'fifty', NULL), ('r1', 'a', 2, 'UPSERT', 51, 1, NULL, NULL);});
+my $rules_batch = q{SELECT status, inserted, rejected FROM reconcile_batch('versioned', 'versioned_stage',
+  '[{"object_key":"r1","version_id":"a","content_hash":"h","rows":2}]', NULL, NULL, '{"unknown_columns": "ignore"%s}')};
+my ($rret, $rout, $rerr) = $coord->psql('pushed', sprintf($rules_batch, ', "citus_merge": "workers"'));
+like($rerr, qr/ERROR:  batch \w+ cannot merge on the Citus workers\nDETAIL:  table "versioned" has attached data-quality rules, which are evaluated on the coordinator\./,
+	'a target with rules: "workers" is refused, saying why');
+is($coord->safe_psql('pushed', sprintf($rules_batch, '')), 'committed|1|1',
+	'a target with rules: by default the batch merges on the coordinator');
+# A target distributed after its registration has no work table until it is registered again.
+$coord->safe_psql('pushed', q{CREATE TABLE late (id int PRIMARY KEY, val text, version bigint NOT NULL, del boolean NOT NULL DEFAULT false, h bytea);
+SELECT reconcile_register('late', '{id}', 'version', 'del', 'h');
+SELECT create_distributed_table('late', 'id');
+CREATE TABLE late_stage (object_key text, source_row bigint, operation text, id int, version bigint, val text);
+SELECT create_distributed_table('late_stage', 'id', colocate_with => 'late');
+INSERT INTO late_stage VALUES ('l1', 1, 'UPSERT', 1, 1, 'one');});
+my $late = q{SELECT status, inserted FROM reconcile_batch('late', 'late_stage',
+  '[{"object_key":"l1","version_id":"1","content_hash":"h","rows":1}]', NULL, NULL, '{"citus_merge": "workers"}')};
+($rret, $rout, $rerr) = $coord->psql('pushed', $late);
+like($rerr, qr/DETAIL:  table "late" has no work table on the workers/, 'a target distributed after its registration: no work table yet');
+$coord->safe_psql('pushed', q{SELECT reconcile_register('late', '{id}', 'version', 'del', 'h')});
+is($coord->safe_psql('pushed', $late), 'committed|1', 'registered again, it merges on the workers');
+
 # ---- parallel and atomic: what Citus sent, and what the workers ran ----
 
 my $nshards = $coord->safe_psql('pushed',
