@@ -872,6 +872,14 @@ ineligible_reason(BatchState *b, StagedShape *shape)
 			return psprintf("key column \"%s\" of table \"%s\" is compared with a collation that is nondeterministic or not the column's own",
 							t->keys[i].name, t->relname);
 	}
+	/*
+	 * The work table's distribution column must be the staged relation's,
+	 * not a cast of it: else Citus would not push the INSERT down but route
+	 * its rows through the coordinator (and COPY them into the shards).
+	 */
+	if (shape->convert[dk])
+		return psprintf("distribution column \"%s\" of the staged relation has another type or type modifier than the target's",
+						t->keys[dk].name);
 	for (int i = 0; i < shape->ncols; i++)
 	{
 		TargetColumn *c = i < t->nkeys ? &t->keys[i] :

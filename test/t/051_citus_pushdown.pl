@@ -323,6 +323,50 @@ like($rerr, qr/DETAIL:  table "late" has no work table on the workers/, 'a targe
 $coord->safe_psql('pushed', q{SELECT reconcile_register('late', '{id}', 'version', 'del', 'h')});
 is($coord->safe_psql('pushed', $late), 'committed|1', 'registered again, it merges on the workers');
 
+# A staged distribution column of another type modifier would be cast, and
+# Citus would route the rows through the coordinator: not pushed down.
+$coord->safe_psql('pushed', q{CREATE TABLE narrow (id varchar(4) PRIMARY KEY, val text, version bigint NOT NULL, del boolean NOT NULL DEFAULT false, h bytea);
+SELECT create_distributed_table('narrow', 'id');
+SELECT reconcile_register('narrow', '{id}', 'version', 'del', 'h');
+CREATE TABLE narrow_stage (object_key text, source_row bigint, operation text, id varchar(8), version bigint, val text);
+SELECT create_distributed_table('narrow_stage', 'id', colocate_with => 'narrow');
+INSERT INTO narrow_stage VALUES ('n1', 1, 'UPSERT', 'abc', 1, 'one');});
+my $narrow = q{SELECT status, inserted FROM reconcile_batch('narrow', 'narrow_stage',
+  '[{"object_key":"n1","version_id":"1","content_hash":"h","rows":1}]', NULL, NULL, '{"citus_merge": %s}')};
+($rret, $rout, $rerr) = $coord->psql('pushed', sprintf($narrow, '"workers"'));
+like($rerr, qr/DETAIL:  distribution column "id" of the staged relation has another type or type modifier than the target's/,
+	'a staged distribution column of another type modifier: not merged on the workers');
+is($coord->safe_psql('pushed', sprintf($narrow, 'null')), 'committed|1', 'it merges on the coordinator');
+
+# Two batches into two co-located targets at once: one held after its
+# apply, before its commit, does not hold the other up; both commit.
+{
+	$coord->safe_psql('pushed', q{TRUNCATE hashed_stage;
+INSERT INTO hashed_stage SELECT 'cc', g, 'UPSERT', 1000 + g, 1, 'held ' || g, NULL FROM generate_series(1, 200) g;
+TRUNCATE late_stage;
+INSERT INTO late_stage SELECT 'cc', g, 'UPSERT', 1000 + g, 1, 'free ' || g FROM generate_series(1, 200) g;});
+	my $pk = "x'7265636f6e63696c'::bigint";
+	my $holder = $coord->background_psql('pushed');
+	$holder->query_safe("SELECT pg_advisory_lock($pk)");
+	my $held = $coord->background_psql('pushed', on_error_stop => 0);
+	my $hpid = $held->query_safe('SELECT pg_backend_pid()');
+	$held->query_safe("SET reconcile.pause_at = 'merged'");
+	$held->{stdin} .= q{SELECT status, inserted FROM reconcile_batch('hashed', 'hashed_stage',
+  '[{"object_key":"cc","version_id":"1","content_hash":"h","rows":200}]', NULL, NULL, '{"citus_merge": "workers"}');
+};
+	$held->{run}->pump_nb();
+	$coord->poll_query_until('pushed',
+		"SELECT count(*) = 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND pid = $hpid")
+	  or die 'the held batch did not reach its pause point';
+	is($coord->safe_psql('pushed', q{SET statement_timeout = '60s'; SELECT status, inserted FROM reconcile_batch('late', 'late_stage',
+  '[{"object_key":"cc","version_id":"1","content_hash":"h","rows":200}]', NULL, NULL, '{"citus_merge": "workers"}')}),
+		'committed|200', 'a batch into a co-located target commits while another is held before its commit');
+	$holder->query_safe("SELECT pg_advisory_unlock($pk)");
+	$holder->quit;
+	$held->quit;
+	like($held->{stdout}, qr/committed\|200/, 'and the held batch commits after it');
+}
+
 # ---- parallel and atomic: what Citus sent, and what the workers ran ----
 
 my $nshards = $coord->safe_psql('pushed',
