@@ -15,6 +15,10 @@
 # comes last (the design's pitfall of DDL pinning connections), nothing is
 # copied through the coordinator, and every connection that wrote is
 # prepared, none committed plainly (the pitfall of Citus's 1PC COPY path).
+# What merges on the coordinator instead (rules, a target distributed after
+# its registration, a distribution column cast) says why under "workers";
+# two batches into co-located targets run at once; a shard move racing a
+# batch waits for it, then moves its rows.
 # Last, faults: a worker killed with kill -9 before PREPARE fails the
 # batch on every node and the retry commits once; a batch whose COMMIT
 # PREPARED a worker missed (its connections stopped, then the worker
@@ -365,6 +369,48 @@ INSERT INTO late_stage SELECT 'cc', g, 'UPSERT', 1000 + g, 1, 'free ' || g FROM 
 	$holder->quit;
 	$held->quit;
 	like($held->{stdout}, qr/committed\|200/, 'and the held batch commits after it');
+}
+
+# A shard move racing a batch: the move of a shard group (target, staged
+# relation and work table move together) waits for the batch held before
+# its commit, then moves its rows with the rest; both succeed and the rows
+# are all there.
+{
+	$coord->safe_psql('pushed', q{TRUNCATE late_stage;
+INSERT INTO late_stage SELECT 'mv', g, 'UPSERT', 5000 + g, 1, 'moved ' || g FROM generate_series(1, 300) g;});
+	my ($shard, $from) = split /\|/, $coord->safe_psql('pushed', q{SELECT s.shardid, p.nodeport FROM pg_dist_shard s
+  JOIN pg_dist_placement pl USING (shardid) JOIN pg_dist_node p USING (groupid)
+ WHERE s.logicalrelid = 'late'::regclass ORDER BY s.shardid LIMIT 1});
+	my $to = $from == $w1->port ? $w2->port : $w1->port;
+	my $pk = "x'7265636f6e63696c'::bigint";
+	my $holder = $coord->background_psql('pushed');
+	$holder->query_safe("SELECT pg_advisory_lock($pk)");
+	my $held = $coord->background_psql('pushed', on_error_stop => 0);
+	my $hpid = $held->query_safe('SELECT pg_backend_pid()');
+	$held->query_safe("SET reconcile.pause_at = 'merged'");
+	$held->{stdin} .= q{SELECT status, inserted FROM reconcile_batch('late', 'late_stage',
+  '[{"object_key":"mv","version_id":"1","content_hash":"h","rows":300}]', NULL, NULL, '{"citus_merge": "workers"}');
+};
+	$held->{run}->pump_nb();
+	$coord->poll_query_until('pushed',
+		"SELECT count(*) = 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND pid = $hpid")
+	  or die 'the batch did not reach its pause point';
+	my $mover = $coord->background_psql('pushed', on_error_stop => 0);
+	my $mpid = $mover->query_safe('SELECT pg_backend_pid()');
+	$mover->{stdin} .= "SELECT citus_move_shard_placement($shard, '127.0.0.1', $from, '127.0.0.1', $to, shard_transfer_mode => 'block_writes');\n";
+	$mover->{run}->pump_nb();
+	ok($coord->poll_query_until('pushed', "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $mpid"),
+		'a shard move waits for the batch held before its commit');
+	$holder->query_safe("SELECT pg_advisory_unlock($pk)");
+	$holder->quit;
+	$held->quit;
+	like($held->{stdout}, qr/committed\|300/, 'the batch commits');
+	$mover->quit;
+	is($mover->{stderr}, '', 'then the shard moves');
+	is($coord->safe_psql('pushed', qq{SELECT p.nodeport FROM pg_dist_placement pl JOIN pg_dist_node p USING (groupid) WHERE pl.shardid = $shard}),
+		$to, 'to the other worker');
+	is($coord->safe_psql('pushed', "SELECT count(*) FROM late WHERE val LIKE 'moved %'"), '300',
+		'and every row of the batch is there after the move');
 }
 
 # ---- parallel and atomic: what Citus sent, and what the workers ran ----
