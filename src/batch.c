@@ -28,6 +28,7 @@
 #include "args.h"
 #include "citus.h"
 #include "citus_load.h"
+#include "citus_merge.h"
 #include "loader.h"
 #include "progress.h"
 #include "rules.h"
@@ -170,6 +171,8 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	Datum		values[RECEIPT_NATTS];
 	bool		isnull[RECEIPT_NATTS];
 	int			save_nestlevel;
+	StagedShape shape;
+	bool		on_workers = false;
 
 	check_arg_not_null(fcinfo, 0, "target", "reconcile_batch");
 	check_arg_not_null(fcinfo, 1, "staged", "reconcile_batch");
@@ -267,15 +270,59 @@ reconcile_batch(PG_FUNCTION_ARGS)
 		progress_start(b->target->relid, total);
 	}
 	progress_phase(PHASE_READING);
-	batch_rules_context_push(b);	/* rules_attach.c: row rules evaluated in the read */
-	stage_read(b);
-	batch_rules_context_pop(b);
-	check_row_counts(b);
-	check_reject_limit(b);
-	batch_rules_gate(b);		/* rules_attach.c: fail rules (dataset checks: merge.c) */
-	pause_point("staged");
-	merge_batch(b);
-	stage_release(b);			/* the parallel read's shared sort, now read */
+
+	/*
+	 * A hash-distributed Citus target merges on the workers where it can
+	 * (citus_merge.c), else on the coordinator (option citus_merge).
+	 */
+	if (b->target->citus_kind != CITUS_NONE || b->options.citus_merge == CITUS_MERGE_WORKERS)
+	{
+		stage_describe(b, &shape);
+		on_workers = citus_merge_choose(b, &shape);
+	}
+	if (on_workers)
+	{
+		citus_merge_stage(b, &shape);
+		check_row_counts(b);
+		check_reject_limit(b);
+		pause_point("staged");
+		citus_merge_apply(b);
+	}
+	else
+	{
+		batch_rules_context_push(b);	/* rules_attach.c: row rules evaluated in the read */
+		stage_read(b);
+		batch_rules_context_pop(b);
+		check_row_counts(b);
+		check_reject_limit(b);
+		batch_rules_gate(b);	/* rules_attach.c: fail rules (dataset checks: merge.c) */
+		pause_point("staged");
+		if (b->target->citus_kind != CITUS_NONE)
+		{
+			/*
+			 * Citus sends the merge's values to the workers as text, which
+			 * the workers read with their own settings, not the caller's:
+			 * the writes are made with settings whose text forms read back
+			 * the same under any (ISO dates, postgres intervals, exact
+			 * floats, hex bytea).  The casts above used the caller's.
+			 */
+			int			nest = NewGUCNestLevel();
+
+			(void) set_config_option("DateStyle", "ISO", PGC_USERSET, PGC_S_SESSION,
+									 GUC_ACTION_SAVE, true, 0, false);
+			(void) set_config_option("IntervalStyle", "postgres", PGC_USERSET, PGC_S_SESSION,
+									 GUC_ACTION_SAVE, true, 0, false);
+			(void) set_config_option("extra_float_digits", "1", PGC_USERSET, PGC_S_SESSION,
+									 GUC_ACTION_SAVE, true, 0, false);
+			(void) set_config_option("bytea_output", "hex", PGC_USERSET, PGC_S_SESSION,
+									 GUC_ACTION_SAVE, true, 0, false);
+			merge_batch(b);
+			AtEOXact_GUC(true, nest);
+		}
+		else
+			merge_batch(b);
+		stage_release(b);		/* the parallel read's shared sort, now read */
+	}
 	pause_point("merged");
 	progress_phase(PHASE_RECEIPT);
 	receipt_write(b, source, cursor, manifest_arg, values, isnull);

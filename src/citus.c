@@ -17,6 +17,10 @@
  * parallel across the workers.  Kinds no test covers are refused before
  * anything is written.
  *
+ * That is the path on the coordinator.  A hash-distributed target merges
+ * on the workers instead where it can (citus_merge.c): every statement of
+ * the merge is co-located SQL that Citus runs as one task per shard group.
+ *
  * Citus is found at run time, in the catalog: its extension, and its
  * metadata table pg_dist_partition in that extension's schema.  Nothing
  * is linked against it, and nothing is resolved through search_path.

@@ -80,10 +80,30 @@ typedef struct BatchState
 
 	/* The staged relation has a version_id column (stage.c). */
 	bool		staged_versions;
+
+	/* A batch merged on the Citus workers: its statements' state (citus_merge.c). */
+	struct CitusRun *citus_run;
 } BatchState;
 
 extern void stage_read(BatchState *batch);
 extern void stage_release(BatchState *batch);
+
+/* How the staged relation feeds the target (stage_describe). */
+typedef struct StagedShape
+{
+	int			ncols;			/* keys, version, payload, in that order */
+	bool	   *convert;		/* cast through the text form */
+	Oid		   *staged_types;
+	bool		has_hash;		/* a payload_hash column */
+	Oid			hash_type;
+	bool		has_version_id; /* rows belong to (object_key, version_id) */
+	bool		rejects_version_id; /* reconcile.rejects has 1.1's version_id */
+} StagedShape;
+
+struct StateBuffer;
+extern void stage_describe(BatchState *batch, StagedShape *shape);
+extern bool stage_input_value(TargetColumn *col, char *text, Datum *out, char **error);
+extern struct StateBuffer *stage_rejects_buffer(bool with_version_id);
 
 /* ---- merge.c ---- */
 

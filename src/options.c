@@ -26,6 +26,7 @@ load_options_init(LoadOptions *opts)
 	opts->max_rejects = -1;
 	opts->max_reject_share = NULL;
 	opts->ignore_unknown_columns = false;
+	opts->citus_merge = CITUS_MERGE_AUTO;
 }
 
 static void
@@ -121,6 +122,19 @@ load_options_apply(LoadOptions *opts, Jsonb *doc, const char *what)
 				opts->ignore_unknown_columns = true;
 			else
 				option_error(what, key, "\"error\" or \"ignore\"", &v);
+		}
+		else if (strcmp(key, "citus_merge") == 0)
+		{
+			char	   *s = v.type == jbvString ? jbv_string(&v) : NULL;
+
+			if (v.type == jbvNull)
+				opts->citus_merge = CITUS_MERGE_AUTO;
+			else if (s != NULL && strcmp(s, "workers") == 0)
+				opts->citus_merge = CITUS_MERGE_WORKERS;
+			else if (s != NULL && strcmp(s, "coordinator") == 0)
+				opts->citus_merge = CITUS_MERGE_COORDINATOR;
+			else
+				option_error(what, key, "\"workers\" or \"coordinator\"", &v);
 		}
 		else
 			ereport(ERROR,

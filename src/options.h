@@ -14,9 +14,18 @@ typedef struct LoadOptions
 	int64		max_rejects;	/* -1: no limit */
 	Numeric		max_reject_share;	/* NULL: no limit */
 	bool		ignore_unknown_columns;
+	int			citus_merge;	/* a CitusMergePath: where a Citus batch merges */
 } LoadOptions;
 
-#define LOAD_OPTION_KEYS "\"max_rejects\", \"max_reject_share\" and \"unknown_columns\""
+/* Option citus_merge (citus_merge.c): which path a Citus batch takes. */
+typedef enum CitusMergePath
+{
+	CITUS_MERGE_AUTO = 0,		/* on the workers where eligible */
+	CITUS_MERGE_COORDINATOR,	/* the merge on the coordinator */
+	CITUS_MERGE_WORKERS			/* on the workers, or an error saying why not */
+} CitusMergePath;
+
+#define LOAD_OPTION_KEYS "\"max_rejects\", \"max_reject_share\", \"unknown_columns\" and \"citus_merge\""
 
 extern void load_options_init(LoadOptions *opts);
 extern void load_options_apply(LoadOptions *opts, Jsonb *doc, const char *what);

@@ -122,8 +122,8 @@ is_value_error(int sqlerrcode)
  * function (an extension's type, a domain's CHECK) may take resources, so
  * it runs in a subtransaction that is rolled back on error.
  */
-static bool
-input_value(TargetColumn *col, char *text, Datum *out, char **error)
+bool
+stage_input_value(TargetColumn *col, char *text, Datum *out, char **error)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -397,7 +397,7 @@ stage_row(StageReader *r, TupleTableSlot *in)
 		else
 		{
 			raw = OutputFunctionCall(&sc->staged_out, d);
-			if (!input_value(col, raw, dest, &error))
+			if (!stage_input_value(col, raw, dest, &error))
 			{
 				/*
 				 * reconcile.rejects holds the value as the pinned settings
@@ -807,8 +807,8 @@ stage_finish(StageReader *r)
  * The rejects' buffer; with_version_id: reconcile.rejects has 1.1's
  * version_id column (state_has_column).
  */
-static StateBuffer *
-rejects_buffer_create(bool with_version_id)
+StateBuffer *
+stage_rejects_buffer(bool with_version_id)
 {
 	static const Oid reject_types[8] = {TEXTOID, REGCLASSOID, TEXTOID, INT8OID,
 	TEXTOID, TEXTOID, TEXTOID, TEXTOID};
@@ -1108,7 +1108,7 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 
 	/* Now the rejects can be written. */
 	{
-		StateBuffer *rejects = rejects_buffer_create(r->rejects_version_id);
+		StateBuffer *rejects = stage_rejects_buffer(r->rejects_version_id);
 		TupleTableSlot *slot = MakeSingleTupleTableSlot(r->spooldesc, &TTSOpsMinimalTuple);
 		Datum		batch_id = CStringGetTextDatum(b->batch_id);
 		MinimalTuple tup;
@@ -1248,7 +1248,7 @@ stage_read(BatchState *b)
 	{
 		b->sort = sort_begin(b->target, b->sortdesc, work_mem, NULL);
 		r.sort = b->sort;
-		r.rejects = rejects_buffer_create(r.rejects_version_id);
+		r.rejects = stage_rejects_buffer(r.rejects_version_id);
 		stage_scan(&r, sql.data, false);
 		progress_rows(r.nread);
 		state_buffer_flush(r.rejects);
@@ -1263,4 +1263,42 @@ stage_release(BatchState *b)
 	if (b->stage_seg != NULL)
 		dsm_detach(b->stage_seg);
 	b->stage_seg = NULL;
+}
+
+/*
+ * The staged relation as a batch reads it, without reading it: the same
+ * checks as stage_read (required columns, source_row's type, object
+ * versions, unknown columns) and, per key, version and payload column in
+ * that order, whether its staged type differs from the target's (then it
+ * is cast through its text form) and which type it has.  For the Citus
+ * merge on the workers (citus_merge.c), which casts where the rows are.
+ */
+void
+stage_describe(BatchState *b, StagedShape *shape)
+{
+	Relation	srel = relation_open(b->staged, AccessShareLock);
+	StageReader r;
+	StringInfoData sql;
+
+	memset(&r, 0, sizeof(r));
+	b->sortdesc = sort_desc_create(b->target);
+	initStringInfo(&sql);
+	stage_prepare(b, srel, &r, &sql);
+	check_unknown_columns(b, srel);
+	b->staged_versions = r.has_version_id;
+	shape->ncols = r.ncols;
+	shape->convert = palloc0(sizeof(bool) * Max(r.ncols, 1));
+	shape->staged_types = palloc0(sizeof(Oid) * Max(r.ncols, 1));
+	for (int i = 0; i < r.ncols; i++)
+	{
+		shape->convert[i] = r.cols[i].convert;
+		shape->staged_types[i] = TupleDescAttr(RelationGetDescr(srel),
+											   get_attnum(b->staged, r.cols[i].tcol->name) - 1)->atttypid;
+	}
+	shape->has_hash = r.hash_pos > 0;
+	shape->hash_type = r.hash_type;
+	shape->has_version_id = r.has_version_id;
+	shape->rejects_version_id = state_has_column("rejects", "version_id");
+	relation_close(srel, AccessShareLock);
+	stage_finish(&r);
 }

@@ -40,6 +40,7 @@
 
 #include "args.h"
 #include "citus.h"
+#include "citus_merge.h"
 #include "sqlname.h"
 #include "pinned.h"
 #include "target.h"
@@ -922,6 +923,8 @@ reconcile_register(PG_FUNCTION_ARGS)
 			elog(ERROR, "could not write reconcile.targets");
 	}
 	state_user_leave(&su);
+	/* A hash-distributed target's work table for merging on the workers. */
+	citus_merge_create_work(t);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
