@@ -42,6 +42,9 @@ $$;
 CREATE TABLE before_upgrade AS SELECT * FROM state_rows();
 SELECT state, count(*) FROM before_upgrade GROUP BY state ORDER BY state;
 
+-- 1.1 has no object servers (issue 22).
+SELECT count(*) AS objects_fdw_before FROM pg_foreign_data_wrapper WHERE fdwname = 'reconcile_objects';
+
 ALTER EXTENSION reconcile UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'reconcile';
 
@@ -64,6 +67,20 @@ SELECT encode(staged_hash, 'hex') AS cy_hash FROM reconcile.conflicts
 SELECT status, outcome FROM reconcile_resolve('acct', :'b1', '{"id": 4}', decode(:'cy_hash', 'hex'));
 SELECT id, name, v FROM acct ORDER BY id;
 SELECT job, findings FROM reconcile_diff_run();
+
+-- 1.2's object servers after the update: the wrapper is the extension's,
+-- validates its options, and a server directory lists.
+SELECT fdwname, fdwvalidator::regproc FROM pg_foreign_data_wrapper w
+  JOIN pg_depend d ON d.classid = 'pg_foreign_data_wrapper'::regclass AND d.objid = w.oid AND d.deptype = 'e'
+ WHERE fdwname = 'reconcile_objects';
+CREATE SERVER upg_bad FOREIGN DATA WRAPPER reconcile_objects OPTIONS (bucket 'Not_A_Bucket');
+COPY (SELECT 1) TO PROGRAM 'rm -rf /tmp/reconcile_upgrade_1_2 && mkdir -p /tmp/reconcile_upgrade_1_2 && cat >/dev/null';
+COPY (SELECT 'id' UNION ALL SELECT '1') TO '/tmp/reconcile_upgrade_1_2/o1.csv';
+CREATE SERVER upg_dir FOREIGN DATA WRAPPER reconcile_objects OPTIONS (directory '/tmp/reconcile_upgrade_1_2');
+SELECT object_key, size, version_id = encode(sha256(convert_to(E'id\n1\n', 'UTF8')), 'hex') AS hashed
+  FROM reconcile_list_objects('upg_dir');
+DROP SERVER upg_dir;
+COPY (SELECT 1) TO PROGRAM 'rm -rf /tmp/reconcile_upgrade_1_2; cat >/dev/null';
 
 DROP TABLE acct, acct_stage, acct_copy, before_upgrade;
 DROP FUNCTION state_rows(), same_row(jsonb, jsonb);

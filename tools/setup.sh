@@ -17,6 +17,9 @@ PACKAGES=(
 	make
 	gcc
 	sqlsmith
+	libcurl4-openssl-dev
+	libxml2-dev
+	zlib1g-dev
 )
 
 install_packages() {
