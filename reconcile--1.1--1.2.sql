@@ -33,3 +33,17 @@ AS 'MODULE_PATHNAME', 'reconcile_list_objects'
 LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION reconcile_list_objects(pg_catalog.name, pg_catalog.text, pg_catalog.jsonb) IS
     'one row per object version of a reconcile_objects server (S3 bucket or server directory)';
+
+-- Staging object versions (issue 22): each object's bytes hashed as they
+-- arrive, parsed (CSV through COPY's parser, JSON lines), one staged row
+-- per source row; returns the manifest of what was read.
+CREATE FUNCTION reconcile_stage_objects(
+    staged pg_catalog.regclass,
+    server pg_catalog.name,
+    objects pg_catalog.jsonb,
+    options pg_catalog.jsonb DEFAULT '{}')
+RETURNS pg_catalog.jsonb
+AS 'MODULE_PATHNAME', 'reconcile_stage_objects'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION reconcile_stage_objects(pg_catalog.regclass, pg_catalog.name, pg_catalog.jsonb, pg_catalog.jsonb) IS
+    'stages object versions of a reconcile_objects server and returns their manifest (bytes hashed, rows counted)';

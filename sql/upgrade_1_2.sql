@@ -79,6 +79,11 @@ COPY (SELECT 'id' UNION ALL SELECT '1') TO '/tmp/reconcile_upgrade_1_2/o1.csv';
 CREATE SERVER upg_dir FOREIGN DATA WRAPPER reconcile_objects OPTIONS (directory '/tmp/reconcile_upgrade_1_2');
 SELECT object_key, size, version_id = encode(sha256(convert_to(E'id\n1\n', 'UTF8')), 'hex') AS hashed
   FROM reconcile_list_objects('upg_dir');
+CREATE TABLE upg_stage (object_key text, source_row bigint, id text);
+SELECT e ->> 'rows' AS rows, e ->> 'content_hash' = 'sha256:' || encode(sha256(convert_to(E'id\n1\n', 'UTF8')), 'hex') AS hashed
+  FROM jsonb_array_elements(reconcile_stage_objects('upg_stage', 'upg_dir', '[{"object_key": "o1.csv"}]')) e;
+SELECT * FROM upg_stage;
+DROP TABLE upg_stage;
 DROP SERVER upg_dir;
 COPY (SELECT 1) TO PROGRAM 'rm -rf /tmp/reconcile_upgrade_1_2; cat >/dev/null';
 

@@ -10,6 +10,7 @@
 
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
 #include "utils/jsonb.h"
 
 #define OBJECTS_FDW_NAME "reconcile_objects"
@@ -70,6 +71,33 @@ typedef void (*ObjEntryCallback) (ObjEntry *e, void *arg);
  */
 typedef void (*ObjBytesCallback) (const char *data, size_t len, void *arg);
 
+/* objects_read.c: one object version's bytes, hashed as they arrive */
+typedef struct ObjReader ObjReader;
+extern ObjReader *objects_open_reader(ObjServer *srv, const char *key, const char *version_id,
+									  const char *etag, bool gzip, const char *what, int max_retries);
+extern size_t objects_read(ObjReader *r, char *buf, size_t len);
+extern const char *objects_reader_etag(ObjReader *r);
+extern const char *objects_reader_version(ObjReader *r);
+extern void objects_reader_finish(ObjReader *r, uint8 *digest, uint64 *bytes);
+extern void objects_close_reader(ObjReader *r);
+
+/* objects_stage.c: staging object versions, the manifest of what was read */
+typedef struct StageOptions StageOptions;
+typedef struct ObjectRead
+{
+	char	   *object_key;
+	char	   *version_id;		/* as staged and in the manifest */
+	char	   *etag;			/* the store's, or NULL */
+	char		content_hash[7 + 64 + 1];	/* "sha256:" and 64 hex digits */
+	int64		rows;
+	uint64		bytes;
+} ObjectRead;
+extern StageOptions *objects_stage_options(Jsonb *doc);
+extern void objects_stage_set_target(StageOptions *opts, Oid target);
+extern List *objects_stage_parse_objects(Jsonb *doc);
+extern Jsonb *objects_stage(Oid stagedid, ObjServer *srv, List *objects, StageOptions *opts,
+							ObjectRead **reads);
+
 /* objects_fdw.c */
 extern ObjServer *objects_open_server(const char *name);
 extern void objects_check_key(const char *key);
@@ -88,5 +116,6 @@ extern struct HttpStream *s3_open_object(ObjServer *srv, const char *key, const 
 /* objects_dir.c */
 extern void dir_list(ObjServer *srv, ObjListOptions *opts, ObjEntryCallback cb, void *arg);
 extern int	dir_open_object(ObjServer *srv, const char *key);
+extern char *dir_content_hash(ObjServer *srv, const char *key, int64 *size);
 
 #endif							/* RECONCILE_OBJECTS_H */

@@ -115,7 +115,7 @@ dir_walk(ObjServer *srv, int dirfd, const char *rel, const char *prefix,
 }
 
 /* SHA-256 of a file's content, as 64 hex digits. */
-static char *
+char *
 dir_content_hash(ObjServer *srv, const char *key, int64 *size)
 {
 	int			fd = dir_open_object(srv, key);

@@ -257,5 +257,68 @@ is($node->safe_psql('postgres',
 	q{SELECT object_key || '|' || version_id FROM reconcile_list_objects('vmany', '', '{"max_keys": 2}')}),
 	$expected, 'versions over pages of 2: every version once, each key newest first');
 
+# Staging from the buckets: each version pinned, the bytes hashed.
+$node->safe_psql('postgres', q{
+CREATE TABLE st (object_key text, version_id text, source_row bigint, operation text, id text, name text);
+CREATE TABLE t (id int PRIMARY KEY, name text, v bigint NOT NULL DEFAULT 1, gone boolean NOT NULL DEFAULT false, h bytea);
+GRANT INSERT ON st TO wrong_key;
+});
+my $m = $node->safe_psql('postgres', q{
+SELECT reconcile_stage_objects('st', 'landing',
+    (SELECT jsonb_agg(l ORDER BY object_key, last_modified) FROM reconcile_list_objects('landing', 'in-') l WHERE NOT is_delete_marker))});
+my $sha = sub { require Digest::SHA; return 'sha256:' . Digest::SHA::sha256_hex(shift) };
+is($node->safe_psql('postgres', q{SELECT string_agg(object_key || '|' || source_row || '|' || version_id || '|' || id || '|' || name, E'\n' ORDER BY object_key, name) FROM st}),
+	join("\n", "in-a.csv|1|$a1|1|Ana", "in-a.csv|1|$a2|1|Ann", "in-a.csv|2|$a2|2|Bo", "in-p2.csv|1|$p1|3|Cy"),
+	'every listed version staged with its own rows, pinned by version id');
+like($m, qr/"content_hash": "\Q@{[$sha->("id,name\n1,Ana\n")]}\E"/, 'the manifest hashes the bytes of the old version');
+like($m, qr/"content_hash": "\Q@{[$sha->("id,name\n1,Ann\n2,Bo\n")]}\E"/, 'and of the new one');
+$node->safe_psql('postgres', 'TRUNCATE st');
+
+# NoSuchKey, NoSuchVersion, a delete marker, a wrong secret while staging.
+($rc, $out, $err) = $node->psql('postgres',
+	q{SELECT reconcile_stage_objects('st', 'landing', '[{"object_key": "in-none.csv"}]')},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/ERROR:  42704: could not read object "in-none.csv" of server "landing": HTTP status 404 NoSuchKey/, 'NoSuchKey is 42704');
+($rc, $out, $err) = $node->psql('postgres',
+	q{SELECT reconcile_stage_objects('st', 'landing', '[{"object_key": "in-a.csv", "version_id": "not-a-version"}]')},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/ERROR:  42704: could not read object "in-a.csv" version "not-a-version" of server "landing": HTTP status 404 NoSuch/, 'an unknown version is 42704');
+($rc, $out, $err) = $node->psql('postgres',
+	qq{SELECT reconcile_stage_objects('st', 'landing', '[{"object_key": "in-p2.csv", "version_id": "$marker"}]')},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/ERROR:  \w+: could not read object "in-p2.csv" version "\Q$marker\E" of server "landing": HTTP status (404|405)/, 'reading a delete marker version is refused by the store');
+($rc, $out, $err) = $node->psql('postgres',
+	q{SELECT reconcile_stage_objects('st', 'landing', (SELECT jsonb_agg(l) FROM reconcile_list_objects('landing', 'in-', '{"versions": true}') l))},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/ERROR:  22023: object "in-p2.csv" version "\Q$marker\E" is a delete marker/, 'a listed delete marker is refused before anything is read');
+($rc, $out, $err) = $node->psql('postgres',
+	qq{SET ROLE wrong_key; SELECT reconcile_stage_objects('st', 'landing', '[{"object_key": "in-a.csv", "version_id": "$a1"}]')},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/ERROR:  42501: could not read object "in-a.csv" version "\Q$a1\E" of server "landing": HTTP status 403 SignatureDoesNotMatch/,
+	'a wrong secret while staging is 42501');
+unlike($err, qr/S3CRET|\Q$sk\E|Signature=/, 'and shows no secret');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM st'), '0', 'nothing staged by the failed calls');
+
+# An unversioned bucket: the ETag is the version id, If-Match pins it, so
+# an object overwritten after it was listed is refused.
+$node->safe_psql('postgres', q{CREATE TABLE flat_list AS SELECT * FROM reconcile_list_objects('flat') WHERE object_key <> 'big.csv'});
+my $flat = q{(SELECT jsonb_agg(l) FROM flat_list l)};
+$m = $node->safe_psql('postgres', qq{SELECT reconcile_stage_objects('st', 'flat', $flat)});
+is($node->safe_psql('postgres', q{SELECT string_agg(object_key || ':' || source_row || ':' || id || ':' || (version_id = md5(E'id\n1\n')), ',' ORDER BY object_key) FROM st}),
+	"a b/x%yé.csv:1:1:true,plus+sign.csv:1:1:true,quote'(1).csv:1:1:true,tab-日本.csv:1:1:true",
+	'keys with spaces, %, +, quotes and unicode staged; the version id of an unversioned object is its ETag');
+$node->safe_psql('postgres', 'TRUNCATE st');
+put_object($open_url, 'flat', 'plus+sign.csv', "id\n2\n3\n");
+($rc, $out, $err) = $node->psql('postgres',
+	qq{SELECT reconcile_stage_objects('st', 'flat', $flat)},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/ERROR:  55000: could not read object "plus\+sign.csv" of server "flat": HTTP status 412/, 'an object overwritten since it was listed is refused (412)');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM st'), '0', 'nothing of that call staged');
+# The multipart object: its ETag is no MD5, its hash is of the bytes.
+$m = $node->safe_psql('postgres', q{SELECT reconcile_stage_objects('st', 'flat', (SELECT jsonb_agg(l) FROM reconcile_list_objects('flat', 'big') l))});
+like($m, qr/"rows": 1000/, 'the multipart object has its 1,000 rows');
+like($m, qr/"content_hash": "\Q@{[$sha->("id\n" . ("7\n" x 1000))]}\E"/, 'and the hash of its bytes');
+$node->safe_psql('postgres', 'TRUNCATE st');
+
 $node->stop;
 done_testing();
