@@ -22,6 +22,7 @@
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
 #include "objects_http.h"
@@ -144,18 +145,31 @@ http_on_header(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
-/* Waits ms milliseconds, or less if interrupted (then the error is raised). */
+/*
+ * Waits before retry attempt+1: 100 ms doubling, at most 5 s.  The latch
+ * may be set by anything, so the wait goes on until the time is up; an
+ * interrupt raises its error at once.
+ */
 void
 http_backoff(int attempt)
 {
 	long		ms = 100L << Min(attempt, 6);
+	TimestampTz end;
 
 	if (ms > 5000)
 		ms = 5000;
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 ms, PG_WAIT_EXTENSION);
-	ResetLatch(MyLatch);
-	CHECK_FOR_INTERRUPTS();
+	end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+	for (;;)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), end);
+
+		if (left <= 0)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 left, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 struct curl_slist *
