@@ -480,6 +480,7 @@ reconcile_load(PG_FUNCTION_ARGS)
 	bool	   *covered;
 	ListCell   *lc;
 	char	   *schema;
+	StageOptions *sopts;
 	StringInfoData sql;
 	Oid			argtypes[6] = {REGCLASSOID, REGCLASSOID, JSONBOID, TEXTOID, TEXTOID, JSONBOID};
 	Datum		args[6];
@@ -495,8 +496,12 @@ reconcile_load(PG_FUNCTION_ARGS)
 	prefix = PG_ARGISNULL(2) ? "" : text_to_cstring(PG_GETARG_TEXT_PP(2));
 	load_options_split(&o, PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3));
 	srv = objects_open_server(server);
+	objects_list_options(&lopts, prefix, o.list_opts);
 	if (o.source == NULL)
 		o.source = psprintf("%s:%s", srv->name, prefix);
+	/* Every option is checked before anything is listed or replayed. */
+	sopts = objects_stage_options(o.stage_opts);
+	objects_stage_set_target(sopts, target);
 	InitMaterializedSRF(fcinfo, 0);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -504,7 +509,6 @@ reconcile_load(PG_FUNCTION_ARGS)
 
 	/* The listing after the cursor (or after start_after: a rewind). */
 	cursor = o.has_start_after ? o.start_after : read_cursor(target, o.source);
-	objects_list_options(&lopts, prefix, o.list_opts);
 	lopts.start_after = cursor;
 	memset(&listing, 0, sizeof(listing));
 	listing.latest_only = o.latest_only;
@@ -558,10 +562,8 @@ reconcile_load(PG_FUNCTION_ARGS)
 		}
 		if (fresh != NIL)
 		{
-			StageOptions *sopts = objects_stage_options(o.stage_opts);
 			ObjectRead *reads;
 
-			objects_stage_set_target(sopts, target);
 			args[2] = JsonbPGetDatum(objects_stage(staged, srv, entries_to_objects(fresh), sopts, &reads));
 			run_batch(sql.data, argtypes, args, nulls, rsinfo, cxt, true, target, srv, reads, fresh);
 		}
