@@ -17,7 +17,11 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
 #include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "executor/executor.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/copy.h"
@@ -98,13 +102,37 @@ typedef struct StageColumn
 {
 	char	   *name;
 	char	   *type;			/* qualified, for the cast */
+	int			attidx;			/* in the relation's tuple descriptor */
 } StageColumn;
+
+/*
+ * The direct path into a plain table (no triggers, rules, row security,
+ * generated columns, partitioning): rows go through table_multi_insert
+ * in batches, as COPY FROM writes them, with the indexes and constraints
+ * COPY checks; other staged relations take an INSERT through SPI.
+ */
+typedef struct DirectInsert
+{
+	EState	   *estate;
+	ResultRelInfo *rri;
+	TupleTableSlot **slots;
+	int			nslots;
+	BulkInsertState bis;
+	CommandId	cid;
+	FmgrInfo   *in;				/* per buffer column */
+	Oid		   *ioparam;
+	int32	   *typmod;
+	bool	   *is_text;
+	MemoryContext batchcxt;
+} DirectInsert;
 
 /* The staged rows waiting for their INSERT, one text array per column. */
 typedef struct StageBuffer
 {
 	int			ncols;
 	StageColumn *cols;
+	Relation	rel;
+	DirectInsert *direct;		/* NULL: the SPI path */
 	SPIPlanPtr	plan;
 	MemoryContext cxt;
 	ArrayBuildState **arrays;
@@ -133,6 +161,7 @@ typedef struct StageState
 	int		   *data_map;		/* source field -> buffer column, -1 ignored */
 	bool	   *force_null;		/* per source field */
 	int64		rows;
+	bool		row_counted;	/* rows counts the row being staged */
 	/* the call */
 	int64		rejected;
 	int64		rows_total;
@@ -523,12 +552,151 @@ buffer_reset(StageBuffer *b)
 	b->bytes = 0;
 }
 
+static bool
+direct_path_allowed(Relation rel)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	return rel->rd_rel->relkind == RELKIND_RELATION &&
+		!rel->rd_rel->relispartition &&
+		rel->trigdesc == NULL &&
+		!rel->rd_rel->relhasrules &&
+		!rel->rd_rel->relrowsecurity &&
+		!(desc->constr && desc->constr->has_generated_stored);
+}
+
+static DirectInsert *
+direct_begin(StageBuffer *b, Relation rel)
+{
+	DirectInsert *d = palloc0(sizeof(DirectInsert));
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(rel);
+	rte->relkind = rel->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+	rte->requiredPerms = ACL_INSERT;
+	d->estate = CreateExecutorState();
+	ExecInitRangeTable(d->estate, list_make1(rte));
+	d->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(d->rri, rel, 1, NULL, 0);
+	ExecOpenIndices(d->rri, false);
+	d->slots = palloc(sizeof(TupleTableSlot *) * STAGE_BUFFER_ROWS);
+	for (int i = 0; i < STAGE_BUFFER_ROWS; i++)
+		d->slots[i] = table_slot_create(rel, NULL);
+	d->bis = GetBulkInsertState();
+	d->cid = GetCurrentCommandId(true);
+	d->in = palloc0(sizeof(FmgrInfo) * b->ncols);
+	d->ioparam = palloc0(sizeof(Oid) * b->ncols);
+	d->typmod = palloc0(sizeof(int32) * b->ncols);
+	d->is_text = palloc0(sizeof(bool) * b->ncols);
+	for (int i = 0; i < b->ncols; i++)
+	{
+		Form_pg_attribute a = TupleDescAttr(desc, b->cols[i].attidx);
+		Oid			infunc;
+
+		d->is_text[i] = a->atttypid == TEXTOID;
+		getTypeInputInfo(a->atttypid, &infunc, &d->ioparam[i]);
+		fmgr_info(infunc, &d->in[i]);
+		d->typmod[i] = a->atttypmod;
+	}
+	d->batchcxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile staged batch",
+										ALLOCSET_DEFAULT_SIZES);
+	return d;
+}
+
+static void
+direct_flush(StageBuffer *b)
+{
+	DirectInsert *d = b->direct;
+	TupleDesc	desc = RelationGetDescr(b->rel);
+
+	if (d->nslots == 0)
+		return;
+	if (desc->constr)
+		for (int i = 0; i < d->nslots; i++)
+			ExecConstraints(d->rri, d->slots[i], d->estate);
+	table_multi_insert(b->rel, d->slots, d->nslots, d->cid, 0, d->bis);
+	if (d->rri->ri_NumIndices > 0)
+		for (int i = 0; i < d->nslots; i++)
+		{
+			List	   *recheck;
+
+			recheck = ExecInsertIndexTuples(d->rri, d->slots[i], d->estate, false, false, NULL, NIL);
+			list_free(recheck);
+			ResetPerTupleExprContext(d->estate);
+		}
+	for (int i = 0; i < d->nslots; i++)
+		ExecClearTuple(d->slots[i]);
+	d->nslots = 0;
+	b->nrows = 0;
+	b->bytes = 0;
+	MemoryContextReset(d->batchcxt);
+}
+
+static void
+direct_add(StageBuffer *b, char **values)
+{
+	DirectInsert *d = b->direct;
+	TupleTableSlot *slot = d->slots[d->nslots];
+	MemoryContext old = MemoryContextSwitchTo(d->batchcxt);
+
+	ExecClearTuple(slot);
+	memset(slot->tts_isnull, true, sizeof(bool) * slot->tts_tupleDescriptor->natts);
+	for (int i = 0; i < b->ncols; i++)
+	{
+		int			att = b->cols[i].attidx;
+
+		if (values[i] == NULL)
+			continue;
+		if (d->is_text[i])
+		{
+			size_t		len = strlen(values[i]);
+
+			slot->tts_values[att] = PointerGetDatum(cstring_to_text_with_len(values[i], len));
+			b->bytes += len;
+		}
+		else
+			slot->tts_values[att] = InputFunctionCall(&d->in[i], values[i], d->ioparam[i], d->typmod[i]);
+		slot->tts_isnull[att] = false;
+	}
+	ExecStoreVirtualTuple(slot);
+	MemoryContextSwitchTo(old);
+	d->nslots++;
+	b->nrows++;
+	if (d->nslots >= STAGE_BUFFER_ROWS || b->bytes >= STAGE_BUFFER_BYTES)
+		direct_flush(b);
+}
+
+static void
+direct_end(StageBuffer *b)
+{
+	DirectInsert *d = b->direct;
+
+	direct_flush(b);
+	FreeBulkInsertState(d->bis);
+	table_finish_bulk_insert(b->rel, 0);
+	ExecCloseIndices(d->rri);
+	for (int i = 0; i < STAGE_BUFFER_ROWS; i++)
+		ExecDropSingleTupleTableSlot(d->slots[i]);
+	FreeExecutorState(d->estate);
+	MemoryContextDelete(d->batchcxt);
+	b->direct = NULL;
+}
+
 static void
 buffer_prepare(StageBuffer *b, Relation staged)
 {
 	StringInfoData sql;
 	Oid		   *types = palloc(sizeof(Oid) * b->ncols);
 
+	b->rel = staged;
+	if (direct_path_allowed(staged))
+	{
+		b->direct = direct_begin(b, staged);
+		return;
+	}
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s (",
 					 quote_qualified_identifier(get_namespace_name(RelationGetNamespace(staged)),
@@ -563,6 +731,11 @@ buffer_flush(StageBuffer *b)
 	Datum	   *args;
 	int			rc;
 
+	if (b->direct)
+	{
+		direct_flush(b);
+		return;
+	}
 	if (b->nrows == 0)
 		return;
 	args = MemoryContextAlloc(b->cxt, sizeof(Datum) * b->ncols);
@@ -578,6 +751,11 @@ buffer_flush(StageBuffer *b)
 static void
 buffer_add(StageBuffer *b, char **values)
 {
+	if (b->direct)
+	{
+		direct_add(b, values);
+		return;
+	}
 	for (int i = 0; i < b->ncols; i++)
 	{
 		Datum		d = (Datum) 0;
@@ -656,6 +834,7 @@ stage_columns(StageState *st)
 		Form_pg_attribute a_ = TupleDescAttr(desc, (i)); \
 		b->cols[n].name = pstrdup(NameStr(a_->attname)); \
 		b->cols[n].type = format_type_extended(a_->atttypid, a_->atttypmod, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY); \
+		b->cols[n].attidx = (i); \
 		n++; } while (0)
 	ADD_COL(okey);
 	ADD_COL(srow);
@@ -839,7 +1018,8 @@ stage_error_context(void *arg)
 	StageState *st = (StageState *) arg;
 
 	if (st->obj)
-		errcontext("staging %s, data row %lld", st->what, (long long) st->rows + 1);
+		errcontext("staging %s, data row %lld", st->what,
+				   (long long) st->rows + (st->row_counted ? 0 : 1));
 }
 
 static void
@@ -936,12 +1116,14 @@ stage_csv(StageState *st)
 		CHECK_FOR_INTERRUPTS();
 		MemoryContextReset(st->rowcxt);
 		old = MemoryContextSwitchTo(st->rowcxt);
+		st->row_counted = false;
 		if (!NextCopyFromRawFields(cstate, &fields, &nfields))
 		{
 			MemoryContextSwitchTo(old);
 			break;
 		}
 		st->rows++;
+		st->row_counted = true;
 		if (nfields != st->ndata)
 		{
 			stage_reject(st, cstate->line_buf.data, cstate->line_buf.len,
@@ -966,6 +1148,7 @@ stage_csv(StageState *st)
 		}
 		MemoryContextSwitchTo(old);
 	}
+	st->row_counted = false;
 	error_context_stack = errctx.previous;
 	EndCopyFrom(cstate);
 	current_stage = NULL;
@@ -1436,6 +1619,8 @@ objects_stage(Oid stagedid, ObjServer *srv, List *objects, StageOptions *opts,
 	}
 	PG_END_TRY();
 	buffer_flush(&st.buf);
+	if (st.buf.direct)
+		direct_end(&st.buf);
 	res = pushJsonbValue(&ps, WJB_END_ARRAY, NULL);
 	manifest = JsonbValueToJsonb(res);
 

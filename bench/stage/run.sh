@@ -68,11 +68,13 @@ CREATE TABLE t_load (id int PRIMARY KEY, name text, version bigint NOT NULL, gon
 CREATE TABLE t_hand (LIKE t_load INCLUDING ALL);
 SELECT reconcile_register('t_load', '{id}', 'version', 'gone', 'h');
 SELECT reconcile_register('t_hand', '{id}', 'version', 'gone', 'h');
-CREATE TABLE hand_stage (object_key text, source_row bigint, id text, name text, version text);
+CREATE TABLE hand_stage (object_key text, source_row bigint, operation text, id text, name text, version text);
 CREATE TABLE s3_stage (object_key text, version_id text, source_row bigint, id text, name text, version text);
 CREATE TABLE dir_stage (LIKE s3_stage);
 CREATE TABLE mem_stage (LIKE s3_stage);
 CREATE TABLE plain_copy (id text, name text, version text);
+CREATE TABLE keyed_copy (object_key text, source_row bigint, operation text, id text, name text, version text);
+CREATE TABLE s3_stage_nv (object_key text, source_row bigint, id text, name text, version text);
 SQL
 
 log "load: reconcile_load end to end"
@@ -90,7 +92,7 @@ copy_sql="$BENCH_TMP/hand.sql"
 for f in "$BENCH_TMP"/dl/*.csv; do
 	key="in/$(basename "$f")"
 	hash=$(sha256sum "$f" | cut -d' ' -f1)
-	awk -v k="$key" -F, 'NR > 1 { printf "%s,%d,%s\n", k, NR - 1, $0 }' "$f" >"$BENCH_TMP/hand/$(basename "$f")"
+	awk -v k="$key" -F, 'NR > 1 { printf "%s,%d,UPSERT,%s\n", k, NR - 1, $0 }' "$f" >"$BENCH_TMP/hand/$(basename "$f")"
 	n=$(($(wc -l <"$f") - 1))
 	manifest+="$sep{\"object_key\":\"$key\",\"version_id\":\"$hash\",\"content_hash\":\"sha256:$hash\",\"rows\":$n}"
 	sep=','
@@ -110,6 +112,10 @@ t0=$(now)
 q -c "SELECT jsonb_array_length(reconcile_stage_objects('dir_stage', 'bench_dir', (SELECT jsonb_agg(l) FROM reconcile_list_objects('bench_dir', 'in/') l)))"
 t_stage_dir=$(secs "$t0" "$(now)")
 
+t0=$(now)
+q -c "SELECT jsonb_array_length(reconcile_stage_objects('s3_stage_nv', 'bench', (SELECT jsonb_agg(l) FROM reconcile_list_objects('bench', 'in/') l)))"
+t_stage_nv=$(secs "$t0" "$(now)")
+
 log "copy: plain COPY FROM local files"
 : >"$BENCH_TMP/copy.sql"
 for f in "$BENCH_TMP"/src/in/*.csv; do
@@ -118,13 +124,20 @@ done
 t0=$(now)
 q -f "$BENCH_TMP/copy.sql"
 t_copy=$(secs "$t0" "$(now)")
+sed 's/COPY hand_stage FROM \(.*\) (FORMAT csv);/COPY keyed_copy FROM \1 (FORMAT csv);/' "$copy_sql" >"$BENCH_TMP/keyed.sql"
+t0=$(now)
+q -f "$BENCH_TMP/keyed.sql"
+t_keyed=$(secs "$t0" "$(now)")
 
 log "memory: staging a 1 MB and a $big_mb MB object"
 echo "SELECT reconcile_stage_objects('mem_stage', 'bench', '[{\"object_key\": \"mem/small.csv\"}]') -> 0 -> 'rows';" >"$BENCH_TMP/small.sql"
+fresh_measure() { rm -f "$BENCH_TMP/go" "$BENCH_TMP"/mem.* "$BENCH_TMP/pid" "$BENCH_TMP/anon0" "$BENCH_TMP/out"; }
+fresh_measure
 measure_batch "$db" "$BENCH_TMP/small.sql" >/dev/null
 peak_small=$PEAK_KB
 q -c 'TRUNCATE mem_stage'
 echo "SELECT reconcile_stage_objects('mem_stage', 'bench', '[{\"object_key\": \"mem/big.csv\"}]') -> 0 -> 'rows';" >"$BENCH_TMP/big.sql"
+fresh_measure
 t0=$(now)
 measure_batch "$db" "$BENCH_TMP/big.sql" >/dev/null
 t_big=$(secs "$t0" "$(now)")
@@ -135,13 +148,16 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 cat <<EOF_OUT
 
 rows (load/hand/stage s3/stage dir/copy): $counts
+version ids: S3 UUIDs (36 characters) in s3_stage, SHA-256 hex (64) in dir_stage
 | contender | seconds | vs plain COPY |
 |---|---:|---:|
 | reconcile_load end to end | $t_load | $(ratio "$t_load" "$t_copy") |
 | hand pipeline (CLI download, awk, sha256sum, COPY, manifest, reconcile_batch) | $t_hand | $(ratio "$t_hand" "$t_copy") |
 | reconcile_stage_objects from the bucket (hashing included) | $t_stage | $(ratio "$t_stage" "$t_copy") |
+| reconcile_stage_objects from the bucket into a stage without version_id | $t_stage_nv | $(ratio "$t_stage_nv" "$t_copy") |
 | reconcile_stage_objects from a server directory | $t_stage_dir | $(ratio "$t_stage_dir" "$t_copy") |
 | plain COPY FROM local files | $t_copy | 1.00 |
+| plain COPY FROM local files with object_key, source_row, operation added (the hand pipeline's) | $t_keyed | $(ratio "$t_keyed" "$t_copy") |
 
 | object | peak backend RssAnon above the session's start |
 |---|---:|
