@@ -5,8 +5,10 @@
 # loopback: one that checks signatures (INITIAL_NO_AUTH_ACTION_COUNT=3: the
 # test's first three requests create its IAM user, key and policy) and one
 # that does not (moto's signature check refuses keys with '%', '+' or
-# non-ASCII characters, which boto3 fails on too).
-#   tools/moto.sh start DIR   prints the two URLs as shell assignments
+# non-ASCII characters, which boto3 fails on too), and a third over TLS
+# with a self-signed certificate for 127.0.0.1 (DIR/tls.crt, readable by
+# anyone: the test names it as the server's ca_file).
+#   tools/moto.sh start DIR   prints the URLs and the CA file as shell assignments
 #   tools/moto.sh stop DIR
 set -euo pipefail
 
@@ -39,17 +41,27 @@ start)
 	base=$((${RECONCILE_PGPORT:-54329} + 1000))
 	auth=$(free_port "$base")
 	open=$(free_port $((auth + 1)))
+	tls=$(free_port $((open + 1)))
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
+		-addext subjectAltName=IP:127.0.0.1 -keyout "$dir/tls.key" -out "$dir/tls.crt" 2>/dev/null
+	chmod 644 "$dir/tls.crt"
+	chmod 755 "$dir"
 	INITIAL_NO_AUTH_ACTION_COUNT=3 setsid "$moto" -H 127.0.0.1 -p "$auth" >"$dir/moto_auth.log" 2>&1 &
 	echo $! >"$dir/moto_auth.pid"
 	setsid "$moto" -H 127.0.0.1 -p "$open" >"$dir/moto_open.log" 2>&1 &
 	echo $! >"$dir/moto_open.pid"
+	setsid "$moto" -H 127.0.0.1 -p "$tls" -s -c "$dir/tls.crt" -k "$dir/tls.key" >"$dir/moto_tls.log" 2>&1 &
+	echo $! >"$dir/moto_tls.pid"
 	wait_up "$auth"
 	wait_up "$open"
+	wait_up "$tls"
 	echo "RECONCILE_MOTO_AUTH_URL=http://127.0.0.1:$auth"
 	echo "RECONCILE_MOTO_OPEN_URL=http://127.0.0.1:$open"
+	echo "RECONCILE_MOTO_TLS_URL=https://127.0.0.1:$tls"
+	echo "RECONCILE_MOTO_TLS_CA=$dir/tls.crt"
 	;;
 stop)
-	for f in "$dir"/moto_auth.pid "$dir"/moto_open.pid; do
+	for f in "$dir"/moto_auth.pid "$dir"/moto_open.pid "$dir"/moto_tls.pid; do
 		[ -f "$f" ] || continue
 		kill -- "-$(cat "$f")" 2>/dev/null || kill "$(cat "$f")" 2>/dev/null || true
 		rm -f "$f"

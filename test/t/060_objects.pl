@@ -19,6 +19,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my ($auth_url, $open_url) = ($ENV{RECONCILE_MOTO_AUTH_URL}, $ENV{RECONCILE_MOTO_OPEN_URL});
+my ($tls_url, $tls_ca) = ($ENV{RECONCILE_MOTO_TLS_URL}, $ENV{RECONCILE_MOTO_TLS_CA});
 my @motos;
 if (!$auth_url || !$open_url)
 {
@@ -34,6 +35,17 @@ if (!$auth_url || !$open_url)
 			'>', "$PostgreSQL::Test::Utils::tmp_check/moto_$port.log", '2>&1');
 		my $url = "http://127.0.0.1:$port";
 		$auth ? ($auth_url = $url) : ($open_url = $url);
+	}
+	# The TLS server, with a self-signed certificate for 127.0.0.1.
+	$tls_ca = "$PostgreSQL::Test::Utils::tmp_check/tls.crt";
+	my $key = "$PostgreSQL::Test::Utils::tmp_check/tls.key";
+	if (system('openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=127.0.0.1',
+			'-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', $key, '-out', $tls_ca) == 0)
+	{
+		my $port = PostgreSQL::Test::Cluster::get_free_port();
+		push @motos, IPC::Run::start([ $moto, '-H', '127.0.0.1', '-p', $port, '-s', '-c', $tls_ca, '-k', $key ],
+			'>', "$PostgreSQL::Test::Utils::tmp_check/moto_tls.log", '2>&1');
+		$tls_url = "https://127.0.0.1:$port";
 	}
 	for my $url ($auth_url, $open_url)
 	{
@@ -319,6 +331,34 @@ $m = $node->safe_psql('postgres', q{SELECT reconcile_stage_objects('st', 'flat',
 like($m, qr/"rows": 1000/, 'the multipart object has its 1,000 rows');
 like($m, qr/"content_hash": "\Q@{[$sha->("id\n" . ("7\n" x 1000))]}\E"/, 'and the hash of its bytes');
 $node->safe_psql('postgres', 'TRUNCATE st');
+
+# TLS: certificates are verified; a private CA is named by ca_file.
+SKIP:
+{
+	skip 'no TLS S3 API', 3 unless $tls_url && $tls_ca;
+	my $up = 0;
+	for (1 .. 100)
+	{
+		$up = 1, last if system("curl -s -o /dev/null --cacert $tls_ca $tls_url/") == 0;
+		select(undef, undef, undef, 0.1);
+	}
+	s3(url => "$tls_url/secure", method => 'PUT', args => [ '--cacert', $tls_ca ]);
+	$node->safe_psql('postgres', qq{
+CREATE SERVER tls_default FOREIGN DATA WRAPPER reconcile_objects OPTIONS (endpoint '$tls_url', bucket 'secure');
+CREATE SERVER tls_ca FOREIGN DATA WRAPPER reconcile_objects OPTIONS (endpoint '$tls_url', bucket 'secure', ca_file '$tls_ca');
+CREATE USER MAPPING FOR CURRENT_USER SERVER tls_default OPTIONS (access_key_id 'test', secret_access_key 'test');
+CREATE USER MAPPING FOR CURRENT_USER SERVER tls_ca OPTIONS (access_key_id 'test', secret_access_key 'test');
+});
+	($rc, $out, $err) = $node->psql('postgres', q{SELECT * FROM reconcile_list_objects('tls_default', '', '{"max_retries": 0}')},
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/ERROR:  08006: could not read the versioning of bucket "secure" of server "tls_default": SSL certificate problem/,
+		'a self-signed certificate is refused by default');
+	put_object($tls_url, 'secure', 'k.csv', "id\n1\n", args => [ '--cacert', $tls_ca ]);
+	is($node->safe_psql('postgres', q{SELECT object_key || ':' || size FROM reconcile_list_objects('tls_ca')}),
+		'k.csv:5', 'ca_file names the private CA: listing over TLS');
+	like($node->safe_psql('postgres', q{SELECT reconcile_stage_objects('st', 'tls_ca', '[{"object_key": "k.csv"}]')}),
+		qr/"rows": 1/, 'and staging over TLS');
+}
 
 $node->stop;
 done_testing();
