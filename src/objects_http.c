@@ -6,9 +6,10 @@
  *		(a transfer is paused when a megabyte waits unread) whatever the
  *		object's size.  Between two polls of at most 100 ms the loop runs
  *		CHECK_FOR_INTERRUPTS, so a cancel or statement_timeout stops a
- *		download mid-body; no error is ever raised inside a libcurl
- *		callback, and the handles are freed by a callback of the stream's
- *		memory context, so an error anywhere cannot leak them.
+ *		download mid-body.  The libcurl callbacks only copy (no error is
+ *		raised inside one, short of running out of memory), and the handles
+ *		are freed by a callback of the stream's memory context, so an error
+ *		anywhere cannot leak them.
  *
  *		Before the first body byte reaches the caller, a failed connection,
  *		a reset, a 5xx or a 429 is retried with exponential backoff (at most

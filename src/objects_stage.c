@@ -1387,7 +1387,7 @@ stage_one(StageState *st, ObjServer *srv, StageObject *o, ObjectRead *out)
 	st->reader = objects_open_reader(srv, o->key, o->version_id,
 									 o->version_id && strcmp(o->version_id, "null") != 0 ? NULL : o->etag,
 									 gzip, st->what, opts->max_retries);
-	if (o->version_id)
+	if (o->version_id && strcmp(o->version_id, "null") != 0)
 		st->version_id = o->version_id;
 	else if (dir_hash)
 		st->version_id = dir_hash;
