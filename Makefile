@@ -21,6 +21,9 @@ PG_CPPFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
 # Payload hashes use OpenSSL's SHA-256 directly when the server was built
 # with OpenSSL (src/sha256.c); LIBS comes from PGXS's Makefile.global.
 SHLIB_LINK = $(filter -lcrypto,$(LIBS))
+# Staging from object storage (src/objects_*.c): libcurl for HTTP, libxml2
+# (which the server links) for S3's XML answers, zlib for gzip'd objects.
+SHLIB_LINK += -lcurl $(filter -lxml2 -lz,$(LIBS))
 
 # Export only what PostgreSQL looks up by name: _PG_init, the magic block,
 # the SQL-callable functions with their pg_finfo_ records, and functions

@@ -74,6 +74,9 @@ SELECT job, findings, error IS NOT NULL AS failed FROM reconcile_diff_run('hist_
 SELECT job, findings, error IS NOT NULL AS failed FROM reconcile_diff_run('hist_failed');
 DELETE FROM reconcile.diff_jobs WHERE name LIKE 'hist%';
 
+-- 1.1 has no object servers (issue 22).
+SELECT count(*) AS objects_fdw_before FROM pg_foreign_data_wrapper WHERE fdwname = 'reconcile_objects';
+
 ALTER EXTENSION reconcile UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'reconcile';
 
@@ -131,6 +134,25 @@ SELECT job, findings, reader_dependent, sqlstate FROM reconcile_diff_run('hist_f
 DELETE FROM reconcile.diff_jobs WHERE name LIKE 'hist%';
 DROP VIEW hist_v;
 DROP TABLE hist_a, hist_b;
+
+-- 1.2's object servers after the update: the wrapper is the extension's,
+-- validates its options, and a server directory lists.
+SELECT fdwname, fdwvalidator::regproc FROM pg_foreign_data_wrapper w
+  JOIN pg_depend d ON d.classid = 'pg_foreign_data_wrapper'::regclass AND d.objid = w.oid AND d.deptype = 'e'
+ WHERE fdwname = 'reconcile_objects';
+CREATE SERVER upg_bad FOREIGN DATA WRAPPER reconcile_objects OPTIONS (bucket 'Not_A_Bucket');
+COPY (SELECT 1) TO PROGRAM 'rm -rf /tmp/reconcile_upgrade_1_2 && mkdir -p /tmp/reconcile_upgrade_1_2 && cat >/dev/null';
+COPY (SELECT 'id' UNION ALL SELECT '1') TO '/tmp/reconcile_upgrade_1_2/o1.csv';
+CREATE SERVER upg_dir FOREIGN DATA WRAPPER reconcile_objects OPTIONS (directory '/tmp/reconcile_upgrade_1_2');
+SELECT object_key, size, version_id = encode(sha256(convert_to(E'id\n1\n', 'UTF8')), 'hex') AS hashed
+  FROM reconcile_list_objects('upg_dir');
+CREATE TABLE upg_stage (object_key text, source_row bigint, id text);
+SELECT e ->> 'rows' AS rows, e ->> 'content_hash' = 'sha256:' || encode(sha256(convert_to(E'id\n1\n', 'UTF8')), 'hex') AS hashed
+  FROM jsonb_array_elements(reconcile_stage_objects('upg_stage', 'upg_dir', '[{"object_key": "o1.csv"}]')) e;
+SELECT * FROM upg_stage;
+DROP TABLE upg_stage;
+DROP SERVER upg_dir;
+COPY (SELECT 1) TO PROGRAM 'rm -rf /tmp/reconcile_upgrade_1_2; cat >/dev/null';
 
 DROP TABLE acct, acct_stage, acct_copy, before_upgrade, dated, dated_stage;
 DROP FUNCTION state_rows(), same_row(jsonb, jsonb);

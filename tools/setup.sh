@@ -18,6 +18,9 @@ PACKAGES=(
 	gcc
 	sqlsmith
 	prometheus-postgres-exporter
+	libcurl4-openssl-dev
+	libxml2-dev
+	zlib1g-dev
 )
 
 install_packages() {

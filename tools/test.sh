@@ -90,14 +90,24 @@ run_perl_tap() {
 	# The shipped monitoring files, for test/t/060_postgres_exporter.pl.
 	cp -R "$RECONCILE_ROOT/monitoring" "$scratch/monitoring"
 	chown -R postgres:postgres "$RECONCILE_STATE/.tmp"
+	# The local S3 API of test/t/070_objects.pl runs from root's pyenv,
+	# which postgres cannot read: started here, stopped after the run.
+	local moto_env=() moto_out
+	if moto_out=$(bash "$RECONCILE_ROOT/tools/moto.sh" start "$RECONCILE_STATE/.tmp/moto"); then
+		mapfile -t moto_env <<<"$moto_out"
+	else
+		warn "moto_server did not start; test/t/070_objects.pl will skip"
+	fi
 	if (cd "$scratch" && runuser -u postgres -- env \
 		-u PGHOST -u PGPORT -u PGUSER -u PGDATABASE \
+		"${moto_env[@]}" \
 		PATH="$PG_BINDIR:/usr/local/bin:/usr/bin:/bin" \
 		PERL5LIB="$PG_PERL_DIR${PERL5LIB:+:$PERL5LIB}" \
 		PG_REGRESS="$PG_REGRESS_BIN" \
 		TESTDIR="$scratch" \
 		RECONCILE_ROOT="$RECONCILE_ROOT" \
 		prove --timer --ext .pl t/); then
+		bash "$RECONCILE_ROOT/tools/moto.sh" stop "$RECONCILE_STATE/.tmp/moto"
 		record TAP passed
 	else
 		local f
@@ -106,6 +116,7 @@ run_perl_tap() {
 			printf '\n----- last 200 lines of %s -----\n' "$f"
 			tail -n 200 "$f"
 		done
+		bash "$RECONCILE_ROOT/tools/moto.sh" stop "$RECONCILE_STATE/.tmp/moto"
 		record TAP failed
 	fi
 }
