@@ -41,6 +41,8 @@
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/transam.h"
+#include "access/xact.h"
+#include "foreign/foreign.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
@@ -76,7 +78,8 @@ typedef struct RSide
 	bool		foreign;
 	bool		citus;			/* its rows live in shards on the workers */
 	const char *k1;				/* first key column's expression */
-	char	   *hash;			/* the row hash's expression */
+	char	   *hash;			/* the row digest's expression (bytea) */
+	const char *origin;			/* who computes its results, for messages */
 	bool		find_special;	/* duplicates or NULL keys are possible */
 } RSide;
 
@@ -108,46 +111,35 @@ typedef struct RemoteDiff
 } RemoteDiff;
 
 /* ---------------------------------------------------------------------
- * Hash expressions
+ * Row digests
  * ---------------------------------------------------------------------
  */
 
 /*
- * A type whose values hash by the same equality the merge compares with,
- * through built-in functions on both servers: a base type (not an array,
- * enum or composite: enums hash by OID, which differs between servers)
- * whose default hash operator class has a built-in extended hash.
- */
-static bool
-type_hashable(Oid basetype)
-{
-	TypeCacheEntry *tce;
-
-	if (get_typtype(basetype) != TYPTYPE_BASE || type_is_array(basetype) ||
-		!OidIsValid(get_array_type(basetype)))
-		return false;
-	tce = lookup_type_cache(basetype, TYPECACHE_HASH_EXTENDED_PROC);
-	return OidIsValid(tce->hash_extended_proc) &&
-		tce->hash_extended_proc < FirstGenbkiObjectId;
-}
-
-/*
- * What a column contributes to the row hash: its expression, or for a
- * numeric tolerance its bucket.  Sets *why and returns NULL when the
- * column cannot be hashed.
+ * A column's value as bytes, by the equality the merge compares with: a
+ * tag (0 for NULL, else the type's letter), then the value's binary form,
+ * fixed-length for fixed-length types and length-prefixed for strings, so
+ * that the concatenation of a row's columns is unambiguous.  Numerics
+ * without their trailing zeros (1.0 = 1.00), floats plus zero (-0 = 0),
+ * a timestamptz as its instant; a numeric tolerance as its bucket of half
+ * the tolerance (equal buckets are within it, other pairs are read and
+ * compared).  Every function is a built-in immutable one, which
+ * postgres_fdw computes on the remote server.  Two values that the merge
+ * finds equal may still differ here (two NaNs, a nondeterministic
+ * collation): their rows are then read and compared, which costs time,
+ * never a finding.  Returns NULL and sets *why for a type without such a
+ * form.
  */
 static char *
-column_value(DiffColumn *c, const char *expr, const char **why)
+column_encoding(DiffColumn *c, const char *expr, const char **why)
 {
+	const char *f = NULL;		/* send function of a fixed-length form */
+	char		tag;
+	char	   *val;
+
 	if (c->tolerance == DIFF_TOL_TIME)
 	{
 		*why = psprintf("Column \"%s\" has a time tolerance, which has no pushable bucket.", c->name);
-		return NULL;
-	}
-	if (!type_hashable(c->basetype))
-	{
-		*why = psprintf("Column \"%s\" is of type %s, which has no built-in hash by value.",
-						c->name, format_type_be(c->typid));
 		return NULL;
 	}
 	if (c->tolerance == DIFF_TOL_NUMERIC &&
@@ -157,109 +149,177 @@ column_value(DiffColumn *c, const char *expr, const char **why)
 		/*
 		 * Buckets of half the tolerance: two values in one bucket differ by
 		 * less than the tolerance even after the division's rounding, so
-		 * they are equal to the merge; other pairs are read and compared.
+		 * they are equal to the merge.  A numeric's text form is digits, a
+		 * sign and a point only.
 		 */
 		Datum		half = DirectFunctionCall2(numeric_div, c->tol_numeric,
 											   DirectFunctionCall1(int4_numeric, Int32GetDatum(2)));
 
-		/* A numeric's text form is digits, a sign and a point only. */
-		return psprintf("pg_catalog.floor(%s OPERATOR(pg_catalog./) '%s'::pg_catalog.numeric)",
-						expr, DatumGetCString(DirectFunctionCall1(numeric_out, half)));
+		val = psprintf("pg_catalog.numeric_send(pg_catalog.trim_scale(pg_catalog.floor((%s) OPERATOR(pg_catalog./) '%s'::pg_catalog.numeric)))",
+					   expr, DatumGetCString(DirectFunctionCall1(numeric_out, half)));
+		tag = 'B';
 	}
-	return pstrdup(expr);
+	else
+	{
+		switch (c->basetype)
+		{
+			case INT2OID:
+				f = "int2send";
+				tag = 'h';
+				break;
+			case INT4OID:
+				f = "int4send";
+				tag = 'i';
+				break;
+			case INT8OID:
+				f = "int8send";
+				tag = 'l';
+				break;
+			case BOOLOID:
+				f = "boolsend";
+				tag = 'b';
+				break;
+			case DATEOID:
+				f = "date_send";
+				tag = 'D';
+				break;
+			case TIMEOID:
+				f = "time_send";
+				tag = 'T';
+				break;
+			case TIMESTAMPOID:
+				f = "timestamp_send";
+				tag = 'S';
+				break;
+			case TIMESTAMPTZOID:
+				f = "timestamptz_send";
+				tag = 'Z';
+				break;
+			case UUIDOID:
+				f = "uuid_send";
+				tag = 'u';
+				break;
+			case NUMERICOID:
+				/* numeric_send's form carries its length (ndigits). */
+				f = NULL;
+				tag = 'n';
+				break;
+			case FLOAT4OID:
+			case FLOAT8OID:
+			case TEXTOID:
+			case VARCHAROID:
+			case BPCHAROID:
+			case BYTEAOID:
+				tag = 0;
+				break;
+			default:
+				*why = psprintf("Column \"%s\" is of type %s, which has no canonical binary form here.",
+								c->name, format_type_be(c->typid));
+				return NULL;
+		}
+		if (f)
+			val = psprintf("pg_catalog.%s(%s)", f, expr);
+		else if (c->basetype == NUMERICOID)
+			val = psprintf("pg_catalog.numeric_send(pg_catalog.trim_scale(%s))", expr);
+		else if (c->basetype == FLOAT4OID || c->basetype == FLOAT8OID)
+		{
+			const char *t = c->basetype == FLOAT4OID ? "float4" : "float8";
+
+			val = psprintf("pg_catalog.%ssend((%s) OPERATOR(pg_catalog.+) '0'::pg_catalog.%s)",
+						   t, expr, t);
+			tag = c->basetype == FLOAT4OID ? 'e' : 'd';
+		}
+		else if (c->basetype == BYTEAOID)
+		{
+			val = psprintf("pg_catalog.int4send(pg_catalog.octet_length(%s)) OPERATOR(pg_catalog.||) (%s)",
+						   expr, expr);
+			tag = 'y';
+		}
+		else
+		{
+			/*
+			 * A string's bytes in the server's encoding: decode(..,
+			 * 'escape') of the text with its backslashes doubled is the
+			 * text itself, without textsend's conversion to the session's
+			 * client_encoding.  A char(n) without its trailing blanks, as
+			 * its equality ignores them.
+			 */
+			const char *s = c->basetype == BPCHAROID
+				? psprintf("pg_catalog.text(%s)", expr) : expr;
+
+			val = psprintf("pg_catalog.int4send(pg_catalog.octet_length(%s)) OPERATOR(pg_catalog.||) "
+						   "pg_catalog.decode(pg_catalog.replace(%s, E'\\\\', E'\\\\\\\\'), 'escape')",
+						   s, s);
+			tag = 's';
+		}
+	}
+	return psprintf("CASE WHEN (%s) IS NULL THEN '\\x00'::pg_catalog.bytea"
+					" ELSE '\\x%02x'::pg_catalog.bytea OPERATOR(pg_catalog.||) %s END",
+					expr, (unsigned char) tag, val);
 }
 
 /*
- * The extended hash function of a column's value when it can be called on
- * the value directly (its argument is the value's type, or one it is
- * binary coercible to), else InvalidOid.
- */
-static Oid
-direct_hash(DiffColumn *c)
-{
-	Oid			type = c->tolerance == DIFF_TOL_NUMERIC ? NUMERICOID : c->typid;
-	TypeCacheEntry *tce = lookup_type_cache(getBaseType(type), TYPECACHE_HASH_EXTENDED_PROC);
-	Oid		   *argtypes;
-	int			nargs;
-
-	if (!OidIsValid(tce->hash_extended_proc))
-		return InvalidOid;
-	(void) get_func_signature(tce->hash_extended_proc, &argtypes, &nargs);
-	if (nargs != 2 || IsPolymorphicType(argtypes[0]) || argtypes[0] == INTERNALOID ||
-		!IsBinaryCoercible(type, argtypes[0]))
-		return InvalidOid;
-	return tce->hash_extended_proc;
-}
-
-/*
- * The row hash of a side, over the key and compared columns:
- * hash_array_extended of an array of each column's hash (its type's
- * extended hash function, seeded by the column's place; NULL for NULL),
- * XORed with, for the types whose function takes another type (boolean,
- * date, timestamptz), hash_array_extended of an array of the columns of
- * that type (and collation), seeded by its place.  Both hash each value
- * with its type's hash operator class, which agrees with the type's
- * equality; hash_array_extended hashes NULL elements too.  One array of
- * hashes rather than one per type: fewer arrays to build for each row.
+ * The row digest of a side: SHA-256 of its key and compared columns'
+ * encodings, in the spec's order (keys, then compared columns).  Both
+ * sides build the same bytes for rows the merge finds equal.
  */
 static char *
-row_hash_expr(DiffSpec *spec, bool is_source, const char **why)
+row_digest_expr(DiffSpec *spec, bool is_source, const char **why)
 {
 	int			n = spec->nkeys + spec->ncols;
-	bool	   *done = palloc0(sizeof(bool) * n);
 	StringInfoData buf;
-	int			group = 0;
 
 	initStringInfo(&buf);
+	appendStringInfoString(&buf, "pg_catalog.sha256(");
 	for (int i = 0; i < n; i++)
 	{
 		DiffColumn *c = i < spec->nkeys ? &spec->keys[i] : &spec->cols[i - spec->nkeys];
-		char	   *v = column_value(c, is_source ? c->sexpr : c->texpr, why);
-		Oid			f;
+		char	   *e = column_encoding(c, is_source ? c->sexpr : c->texpr, why);
 
-		if (v == NULL)
+		if (e == NULL)
 			return NULL;
-		f = direct_hash(c);
-		if (!OidIsValid(f))
-			continue;
-		appendStringInfo(&buf, "%spg_catalog.%s(%s, %d::pg_catalog.int8)",
-						 group ? ", " : "pg_catalog.hash_array_extended(ARRAY[",
-						 quote_identifier(get_func_name(f)), v, i + 1);
-		group++;
-		done[i] = true;
+		appendStringInfo(&buf, "%s(%s)", i ? " OPERATOR(pg_catalog.||) " : "", e);
 	}
-	if (group)
-		appendStringInfoString(&buf, "], 0::pg_catalog.int8)");
-	for (int i = 0; i < n; i++)
-	{
-		DiffColumn *c = i < spec->nkeys ? &spec->keys[i] : &spec->cols[i - spec->nkeys];
-		const char *sep = "";
-
-		if (done[i])
-			continue;
-		appendStringInfo(&buf, "%spg_catalog.hash_array_extended(ARRAY[",
-						 group ? " OPERATOR(pg_catalog.#) " : "");
-		for (int j = i; j < n; j++)
-		{
-			DiffColumn *d = j < spec->nkeys ? &spec->keys[j] : &spec->cols[j - spec->nkeys];
-			char	   *v;
-			bool		numeric_i = c->tolerance == DIFF_TOL_NUMERIC || c->basetype == NUMERICOID;
-			bool		numeric_j = d->tolerance == DIFF_TOL_NUMERIC || d->basetype == NUMERICOID;
-
-			if (done[j] || (j != i && (d->typid != c->typid || d->collation != c->collation ||
-									   numeric_i != numeric_j)))
-				continue;
-			v = column_value(d, is_source ? d->sexpr : d->texpr, why);
-			if (v == NULL)
-				return NULL;
-			appendStringInfo(&buf, "%s%s", sep, v);
-			sep = ", ";
-			done[j] = true;
-		}
-		appendStringInfo(&buf, "], %d::pg_catalog.int8)", ++group);
-	}
+	appendStringInfoChar(&buf, ')');
 	return buf.data;
 }
+
+/*
+ * A range's checksum: SHA-256 of its rows' digests in ascending order, a
+ * digest of the multiset of its rows.  Equal checksums mean equal
+ * multisets unless SHA-256 collides; no permutation of values among rows
+ * cancels out, as it could in a sum.
+ */
+static char *
+range_digest_expr(const char *rowdigest)
+{
+	return psprintf("pg_catalog.encode(pg_catalog.sha256(pg_catalog.string_agg(%s, ''::pg_catalog.bytea ORDER BY %s)), 'base64')",
+					rowdigest, rowdigest);
+}
+
+/* A row's digest as the row hashes carry it: its first 128 bits. */
+static char *
+row_hash_expr(const char *rowdigest)
+{
+	return psprintf("pg_catalog.substr(%s, 1, 16)", rowdigest);
+}
+
+/*
+ * The row hashes of a range from another server, in one text: base64 of
+ * their concatenation, in the order of the keys' array (array_agg of text
+ * built from a digest would not be pushed down: its input collation is
+ * not a column's).
+ */
+static char *
+row_hashes_expr(const char *k1, const char *rowdigest)
+{
+	return psprintf("pg_catalog.encode(pg_catalog.string_agg(%s, ''::pg_catalog.bytea ORDER BY %s, %s), 'base64')",
+					row_hash_expr(rowdigest), k1, rowdigest);
+}
+
+/* Characters of a range's checksum, bytes of a row hash. */
+#define RANGE_DIGEST_LEN	44
+#define ROW_HASH_LEN		16
 
 /* ---------------------------------------------------------------------
  * Queries
@@ -445,8 +505,8 @@ level_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p, int *ids,
 		appendStringInfoChar(&from, ')');
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT %d, pg_catalog.width_bucket(%s, $%d), pg_catalog.count(*),"
-					 " pg_catalog.sum(%s)%s GROUP BY 2", s->is_source ? 0 : 1, s->k1, pb,
-					 s->hash, from.data);
+					 " %s%s GROUP BY 2", s->is_source ? 0 : 1, s->k1, pb,
+					 range_digest_expr(s->hash), from.data);
 	return sql.data;
 }
 
@@ -463,9 +523,9 @@ rows_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p, int *ids)
 	conj = append_from(&from, rd, s, p);
 	pb = append_ranges(&from, rd, s, r, nr, p, conj, ids, RANGE_PREDICATE_MAX);
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT %d, pg_catalog.width_bucket(%s, $%d), pg_catalog.array_agg(%s),"
-					 " pg_catalog.array_agg(%s)%s GROUP BY 2", s->is_source ? 0 : 1, s->k1, pb,
-					 s->k1, s->hash, from.data);
+	appendStringInfo(&sql, "SELECT %d, pg_catalog.width_bucket(%s, $%d), pg_catalog.array_agg(%s ORDER BY %s, %s),"
+					 " %s%s GROUP BY 2", s->is_source ? 0 : 1, s->k1, pb,
+					 s->k1, s->k1, s->hash, row_hashes_expr(s->k1, s->hash), from.data);
 	return sql.data;
 }
 
@@ -478,7 +538,7 @@ local_rows_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p)
 	int		   *ids = palloc(sizeof(int) * Max(nr, 1));
 
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT %s, %s", s->k1, s->hash);
+	appendStringInfo(&sql, "SELECT %s, %s", s->k1, row_hash_expr(s->hash));
 	conj = append_from(&sql, rd, s, p);
 	(void) append_ranges(&sql, rd, s, r, nr, p, conj, ids, RANGE_PREDICATE_MAX);
 	return sql.data;
@@ -549,11 +609,12 @@ run_query(const char *sql, Params *p)
 	int			nestlevel = NewGUCNestLevel();
 
 	/*
-	 * The planner takes width_bucket() to make as many groups as rows, and
-	 * would sort a local side's rows (to disk) to group them: hash them,
-	 * the groups are few.  The foreign side's query is planned there.
+	 * The ordered aggregates of the checksums sort their input whatever
+	 * the settings; what JIT would compile for the digests' expressions
+	 * costs more than it saves on the ranges of one statement.  The
+	 * foreign side's query is planned there.
 	 */
-	(void) set_config_option("enable_sort", "off", PGC_USERSET, PGC_S_SESSION,
+	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	INSTR_TIME_SET_CURRENT(start);
 	if (SPI_execute_with_args(sql, p->n, p->types, p->values, NULL, true, 0) != SPI_OK_SELECT)
@@ -563,6 +624,124 @@ run_query(const char *sql, Params *p)
 	INSTR_TIME_SUBTRACT(duration, start);
 	elog(DEBUG2, "reconcile diff checksum query (%.1f ms, " UINT64_FORMAT " rows): %.200s",
 		 INSTR_TIME_GET_MILLISEC(duration), SPI_processed, sql);
+}
+
+/* ---------------------------------------------------------------------
+ * What comes back: checked before use
+ *
+ * A foreign server (or a Citus worker) is not trusted: its pg_catalog may
+ * have been changed so that count, array_agg or width_bucket return
+ * anything.  Every value read back is checked for NULL, type, length and
+ * range before it is used, and an error names the server.
+ * ---------------------------------------------------------------------
+ */
+
+static const char *
+side_origin(RemoteDiff *rd, int si)
+{
+	return rd->side[si].origin;
+}
+
+/* The server a result row came from when its side is not known. */
+static const char *
+any_origin(RemoteDiff *rd)
+{
+	if (rd->side[0].foreign || rd->side[0].citus)
+		return rd->side[0].origin;
+	return rd->side[1].origin;
+}
+
+static void pg_attribute_noreturn()
+bad_result(RemoteDiff *rd, const char *origin, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+			 errmsg("%s returned an invalid checksum result comparing \"%s\" and \"%s\"",
+					origin, rd->side[0].name, rd->side[1].name),
+			 errdetail("%s", detail),
+			 errhint("A diff does not trust what another server computes. Check that the server's pg_catalog functions and aggregates are PostgreSQL's own, or compare with the option \"remote\": \"pull\".")));
+}
+
+/* Column col of a result row: of type type, and not NULL unless null_ok. */
+static Datum
+result_value(RemoteDiff *rd, const char *origin, HeapTuple t, TupleDesc desc,
+			 int col, Oid type, bool null_ok, bool *isnull, const char *what)
+{
+	Datum		d;
+
+	if (col > desc->natts || SPI_gettypeid(desc, col) != type)
+		bad_result(rd, origin, psprintf("The %s is not of type %s.", what, format_type_be(type)));
+	d = SPI_getbinval(t, desc, col, isnull);
+	if (*isnull && !null_ok)
+		bad_result(rd, origin, psprintf("The %s is NULL.", what));
+	return d;
+}
+
+static int64
+result_count(RemoteDiff *rd, const char *origin, HeapTuple t, TupleDesc desc, int col)
+{
+	bool		isnull;
+	int64		n = DatumGetInt64(result_value(rd, origin, t, desc, col, INT8OID, false,
+											   &isnull, "row count"));
+
+	if (n <= 0)
+		bad_result(rd, origin, psprintf("A key range's row count is " INT64_FORMAT ".", n));
+	return n;
+}
+
+/* Exactly len characters of base64 (a digest), copied into out. */
+static void
+digest_check(RemoteDiff *rd, const char *origin, const char *s, int n, int len, char *out)
+{
+	if (n != len)
+		bad_result(rd, origin, psprintf("A checksum is %d characters long instead of %d.", n, len));
+	for (int i = 0; i < n; i++)
+		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+			  (s[i] >= '0' && s[i] <= '9') || s[i] == '+' || s[i] == '/' || s[i] == '='))
+			bad_result(rd, origin, "A checksum is not in base64.");
+	memcpy(out, s, len);
+	out[len] = '\0';
+}
+
+/* A text of exactly len characters of base64 (a digest), copied into out. */
+static void
+result_digest(RemoteDiff *rd, const char *origin, HeapTuple t, TupleDesc desc,
+			  int col, int len, char *out)
+{
+	bool		isnull;
+	text	   *v = DatumGetTextPP(result_value(rd, origin, t, desc, col, TEXTOID, false,
+												&isnull, "checksum"));
+
+	digest_check(rd, origin, VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v), len, out);
+}
+
+/*
+ * A one-dimensional array of n elements of type elemtype, none NULL
+ * (n < 0: any number of at least one); returns its elements.
+ */
+static Datum *
+result_array(RemoteDiff *rd, const char *origin, HeapTuple t, TupleDesc desc, int col,
+			 Oid elemtype, int16 len, bool byval, char align, int *n, const char *what)
+{
+	bool		isnull;
+	Datum		d = result_value(rd, origin, t, desc, col, get_array_type(elemtype), false,
+								 &isnull, what);
+	ArrayType  *a = DatumGetArrayTypeP(d);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems;
+
+	if (ARR_NDIM(a) != 1 || ARR_ELEMTYPE(a) != elemtype || ARR_LBOUND(a)[0] != 1)
+		bad_result(rd, origin, psprintf("The %s is not a one-dimensional array of %s.",
+										what, format_type_be(elemtype)));
+	deconstruct_array(a, elemtype, len, byval, align, &elems, &nulls, &nelems);
+	for (int i = 0; i < nelems; i++)
+		if (nulls[i])
+			bad_result(rd, origin, psprintf("The %s has a NULL element.", what));
+	if (nelems == 0 || (*n >= 0 && nelems != *n))
+		bad_result(rd, origin, psprintf("The %s has %d elements.", what, nelems));
+	*n = nelems;
+	return elems;
 }
 
 /* ---------------------------------------------------------------------
@@ -663,8 +842,13 @@ build_grid(RemoteDiff *rd, RSide *s)
 	conj = append_from(&sql, rd, s, &p);
 	appendStringInfo(&sql, "%s%s IS NOT NULL", conj, s->k1);
 	run_query(sql.data, &p);
-	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	MemoryContextSwitchTo(cxt);
+	if (SPI_processed != 1)
+		bad_result(rd, s->origin, "The row count of the grid is not one row.");
+	n = DatumGetInt64(result_value(rd, s->origin, SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+								   1, INT8OID, false, &isnull, "row count"));
+	if (n < 0)
+		bad_result(rd, s->origin, "The row count of the grid is negative.");
 
 	rd->grid = palloc(sizeof(Datum));
 	rd->nbounds = 0;
@@ -688,14 +872,24 @@ build_grid(RemoteDiff *rd, RSide *s)
 		conj = append_from(&sql, rd, s, &p);
 		appendStringInfo(&sql, "%s%s IS NOT NULL", conj, s->k1);
 		run_query(sql.data, &p);
-		arr = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 		MemoryContextSwitchTo(cxt);
+		if (SPI_processed != 1)
+			bad_result(rd, s->origin, "The grid's quantiles are not one row.");
+		arr = result_value(rd, s->origin, SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+						   rd->k1array, true, &isnull, "array of quantiles");
 		if (!isnull)
 		{
 			SortSupport ssup = &spec->keys[0].ssup;
+			ArrayType  *a = DatumGetArrayTypeP(arr);
 
-			deconstruct_array(DatumGetArrayTypeP(arr), rd->k1type, rd->k1len,
+			/* Any bounds make a correct grid, if ascending: the others are skipped. */
+			if (ARR_NDIM(a) > 1 || ARR_ELEMTYPE(a) != rd->k1type)
+				bad_result(rd, s->origin, "The grid's quantiles are not a one-dimensional array of the key's type.");
+			deconstruct_array(a, rd->k1type, rd->k1len,
 							  rd->k1byval, rd->k1align, &elems, &nulls, &nelems);
+			if (nelems > cells)
+				bad_result(rd, s->origin, psprintf("The grid has %d quantiles instead of at most " INT64_FORMAT ".",
+												   nelems, cells - 1));
 			rd->grid = palloc(sizeof(Datum) * Max(nelems, 1));
 			for (int i = 0; i < nelems; i++)
 			{
@@ -747,7 +941,8 @@ find_special(RemoteDiff *rd, RSide *s, bool *marks)
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
-		Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+		Datum		v = result_value(rd, s->origin, SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+									 1, rd->k1type, true, &isnull, "duplicated key");
 
 		CHECK_FOR_INTERRUPTS();
 		if (isnull)
@@ -766,7 +961,7 @@ find_special(RemoteDiff *rd, RSide *s, bool *marks)
 typedef struct RangeSum
 {
 	int64		count[2];
-	Datum		sum[2];			/* numeric; 0 for an empty range */
+	char		digest[2][RANGE_DIGEST_LEN + 1];	/* "" for an empty range */
 } RangeSum;
 
 /* A side's part of a checksum statement: its cell ranges and buckets. */
@@ -816,33 +1011,63 @@ run_parts(RemoteDiff *rd, Part *parts, bool nulls, int max_pred, bool rows,
 	run_query(sql.data, p);
 }
 
-/* The range a result row of run_parts is about: sets *si, returns -1 for a NULL key. */
+/*
+ * The range a result row of run_parts is about: sets *si, returns -1 for a
+ * NULL key (when nulls).  seen[si][range] marks the ranges already
+ * answered: one row for each at most.
+ */
 static int
-part_row(Part *parts, HeapTuple t, TupleDesc desc, int *si, bool nulls)
+part_row(RemoteDiff *rd, Part *parts, HeapTuple t, TupleDesc desc, int *si, bool nulls,
+		 bool **seen)
 {
 	bool		isnull;
 	int			id;
+	int			k;
+	const char *origin = any_origin(rd);
 
-	*si = DatumGetInt32(SPI_getbinval(t, desc, 1, &isnull));
+	*si = DatumGetInt32(result_value(rd, origin, t, desc, 1, INT4OID, true, &isnull, "side"));
 	if (isnull || *si < 0 || *si > 1 || parts[*si].nr < 0)
-		elog(ERROR, "checksum query returned an unexpected side");
-	id = DatumGetInt32(SPI_getbinval(t, desc, 2, &isnull));
+		bad_result(rd, origin, "A result row names no side of the diff.");
+	origin = side_origin(rd, *si);
+	id = DatumGetInt32(result_value(rd, origin, t, desc, 2, INT4OID, true, &isnull, "bucket"));
 	if (isnull && nulls)
-		return -1;
-	if (isnull || id < 0 || id > parts[*si].maxid || parts[*si].byid[id] < 0)
-		elog(ERROR, "checksum query returned an unexpected bucket %d", id);
-	return parts[*si].byid[id];
+		k = -1;
+	else if (isnull || id < 0 || id > parts[*si].maxid || parts[*si].byid[id] < 0)
+		bad_result(rd, origin, isnull ? "A bucket is NULL." :
+				   psprintf("Bucket %d is not one of the key ranges asked for.", id));
+	else
+		k = parts[*si].byid[id];
+	if (seen)
+	{
+		bool	   *s = &seen[*si][k + 1];
+
+		if (*s)
+			bad_result(rd, origin, "Two result rows answer for the same key range.");
+		*s = true;
+	}
+	return k;
+}
+
+static bool **
+seen_marks(Part *parts)
+{
+	bool	  **seen = palloc(sizeof(bool *) * 2);
+
+	for (int si = 0; si < 2; si++)
+		seen[si] = palloc0(sizeof(bool) * (Max(parts[si].nr, 0) + 1));
+	return seen;
 }
 
 /*
- * Counts and sums of the ranges of each side's part: out[si][range].
+ * Counts and checksums of the ranges of each side's part: out[range].
  * Rows with a NULL first key set rd->nulls when nulls is set.
  */
 static void
-checksum_parts(RemoteDiff *rd, Part *parts, RangeSum **out, bool nulls, int max_pred)
+checksum_parts(RemoteDiff *rd, Part *parts, RangeSum *out, bool nulls, int max_pred)
 {
 	Params		p;
 	MemoryContext cxt = CurrentMemoryContext;
+	bool	  **seen = seen_marks(parts);
 
 	params_init(&p);
 	run_parts(rd, parts, nulls, max_pred, false, &p);
@@ -850,35 +1075,27 @@ checksum_parts(RemoteDiff *rd, Part *parts, RangeSum **out, bool nulls, int max_
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	t = SPI_tuptable->vals[i];
-		bool		isnull;
+		TupleDesc	desc = SPI_tuptable->tupdesc;
 		int			si;
-		int			k = part_row(parts, t, SPI_tuptable->tupdesc, &si, nulls);
-		Datum		sum;
+		int			k = part_row(rd, parts, t, desc, &si, nulls, seen);
+		int64		n = result_count(rd, side_origin(rd, si), t, desc, 3);
 
+		CHECK_FOR_INTERRUPTS();
 		if (k < 0)
 		{
 			rd->nulls = true;
 			continue;
 		}
-		out[si][k].count[si] = DatumGetInt64(SPI_getbinval(t, SPI_tuptable->tupdesc, 3, &isnull));
-		sum = SPI_getbinval(t, SPI_tuptable->tupdesc, 4, &isnull);
-		out[si][k].sum[si] = isnull ? (Datum) 0 : datumCopy(sum, false, -1);
+		out[k].count[si] = n;
+		result_digest(rd, side_origin(rd, si), t, desc, 4, RANGE_DIGEST_LEN, out[k].digest[si]);
 	}
 	SPI_freetuptable(SPI_tuptable);
 }
 
 static bool
-sums_equal(Datum a, Datum b)
-{
-	if (a == (Datum) 0 || b == (Datum) 0)
-		return a == b;
-	return DatumGetBool(DirectFunctionCall2(numeric_eq, a, b));
-}
-
-static bool
 range_same(RemoteDiff *rd, RangeSum *s, CellRange *r)
 {
-	return s->count[0] == s->count[1] && sums_equal(s->sum[0], s->sum[1]) &&
+	return s->count[0] == s->count[1] && strcmp(s->digest[0], s->digest[1]) == 0 &&
 		rd->special[r->hi] == rd->special[r->lo];
 }
 
@@ -912,53 +1129,14 @@ all_cells(RemoteDiff *rd)
 }
 
 /*
- * The local side's checksums of every cell, from one pass: prefix counts
- * and numeric prefix sums, from which any range's are taken without
- * reading its rows again.
- */
-typedef struct LeafSums
-{
-	int64	   *count;			/* count[i]: rows in cells [0, i) */
-	Datum	   *sum;			/* numeric sum of their hashes */
-} LeafSums;
-
-static LeafSums *
-leaf_sums(RemoteDiff *rd, RangeSum *cells, int si)
-{
-	LeafSums   *ls = palloc(sizeof(LeafSums));
-	Datum		zero = DirectFunctionCall1(int4_numeric, Int32GetDatum(0));
-
-	ls->count = palloc(sizeof(int64) * (rd->ncells + 1));
-	ls->sum = palloc(sizeof(Datum) * (rd->ncells + 1));
-	ls->count[0] = 0;
-	ls->sum[0] = zero;
-	for (int i = 0; i < rd->ncells; i++)
-	{
-		ls->count[i + 1] = ls->count[i] + cells[i].count[si];
-		ls->sum[i + 1] = cells[i].sum[si] == (Datum) 0 ? ls->sum[i]
-			: DirectFunctionCall2(numeric_add, ls->sum[i], cells[i].sum[si]);
-	}
-	return ls;
-}
-
-static void
-range_from_leaves(LeafSums *ls, CellRange *r, RangeSum *out, int si)
-{
-	out->count[si] = ls->count[r->hi] - ls->count[r->lo];
-	out->sum[si] = out->count[si] == 0 ? (Datum) 0
-		: DirectFunctionCall2(numeric_sub, ls->sum[r->hi], ls->sum[r->lo]);
-}
-
-/*
  * Compare the ranges level by level; matched ranges go into the counts,
  * differing single cells into fetch.  Returns the number of cells to read.
  *
- * The first level also counts rows with a NULL first key.  A local side
- * is read once, at the first level, for the checksums of every cell, and
- * the deeper levels take its sums from those; a foreign side computes
- * each level's ranges on its server (sending every cell's checksums at
- * once would cost more bytes than the levels when few ranges differ).
- * With leaves, the first level is already the cells.
+ * The first level also counts rows with a NULL first key.  Each level's
+ * ranges are computed on each side's server (a range's checksum is not
+ * the sum of its cells', so a local side is asked again at each level,
+ * for the ranges still in question only).  With leaves, the first level
+ * is already the cells.
  */
 static int
 compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch, bool leaves)
@@ -968,8 +1146,6 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch, bool leaves
 	int			nr;
 	CellRange  *cur;
 	CellRange	all = {0, rd->ncells};
-	CellRange  *every = NULL;
-	LeafSums   *local[2] = {NULL, NULL};
 	bool		top = true;		/* the first level also looks for NULL keys */
 
 	if (leaves)
@@ -985,8 +1161,6 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch, bool leaves
 	while (nr > 0)
 	{
 		RangeSum   *sums = palloc0(sizeof(RangeSum) * nr);
-		RangeSum   *cells = NULL;
-		RangeSum   *out[2];
 		Part		parts[2];
 		CellRange  *next = palloc(sizeof(CellRange) * (Size) nr * (leaves ? 1 : factor));
 		int			nnext = 0;
@@ -994,35 +1168,10 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch, bool leaves
 		CHECK_FOR_INTERRUPTS();
 		for (int si = 0; si < 2; si++)
 		{
-			out[si] = sums;
-			parts[si].nr = -1;
-			if (local[si])
-				continue;		/* from the leaves */
-			if (top && !rd->side[si].foreign)
-			{
-				if (every == NULL)
-					every = leaves ? cur : all_cells(rd);
-				if (cells == NULL)
-					cells = palloc0(sizeof(RangeSum) * rd->ncells);
-				parts[si].r = every;
-				parts[si].nr = rd->ncells;
-				out[si] = cells;
-			}
-			else
-			{
-				parts[si].r = cur;
-				parts[si].nr = nr;
-			}
+			parts[si].r = cur;
+			parts[si].nr = nr;
 		}
-		checksum_parts(rd, parts, out, top, RANGE_PREDICATE_MAX);
-		for (int si = 0; si < 2; si++)
-		{
-			if (top && !rd->side[si].foreign)
-				local[si] = leaf_sums(rd, cells, si);
-			if (local[si])
-				for (int i = 0; i < nr; i++)
-					range_from_leaves(local[si], &cur[i], &sums[i], si);
-		}
+		checksum_parts(rd, parts, sums, top, RANGE_PREDICATE_MAX);
 		top = false;
 		for (int i = 0; i < nr; i++)
 		{
@@ -1063,7 +1212,6 @@ probe(RemoteDiff *rd, int *nprobe)
 	int			n = Min(PROBE_CELLS, rd->ncells);
 	CellRange  *r = palloc(sizeof(CellRange) * n);
 	RangeSum   *sums = palloc0(sizeof(RangeSum) * n);
-	RangeSum   *out[2] = {sums, sums};
 	Part		parts[2];
 	int			differ = 0;
 
@@ -1077,7 +1225,7 @@ probe(RemoteDiff *rd, int *nprobe)
 		parts[si].r = r;
 		parts[si].nr = n;
 	}
-	checksum_parts(rd, parts, out, false, PROBE_CELLS);
+	checksum_parts(rd, parts, sums, false, PROBE_CELLS);
 	for (int i = 0; i < n; i++)
 		if (!range_same(rd, &sums[i], &r[i]))
 			differ++;
@@ -1150,7 +1298,7 @@ fetch_cells(RemoteDiff *rd, CellRange *cells, int ncells, Tuplestorestate *ts,
 typedef struct RowHash
 {
 	Datum		key;
-	int64		hash;
+	uint8		hash[ROW_HASH_LEN];
 } RowHash;
 
 static SortSupport sort_ssup;
@@ -1162,10 +1310,83 @@ row_hash_cmp(const void *a, const void *b)
 							   ((const RowHash *) b)->key, false, sort_ssup);
 }
 
+static void
+row_hash_add(RemoteDiff *rd, RowHash **out, int64 *n, int64 *cap, int si, Datum key,
+			 const uint8 *hash)
+{
+	if (n[si] >= cap[si])
+	{
+		cap[si] *= 2;
+		out[si] = repalloc_huge(out[si], sizeof(RowHash) * cap[si]);
+	}
+	out[si][n[si]].key = datumCopy(key, rd->k1byval, rd->k1len);
+	memcpy(out[si][n[si]].hash, hash, ROW_HASH_LEN);
+	n[si]++;
+}
+
+static int
+base64_value(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+/*
+ * The bytes of encode(.., 'base64') (which breaks its lines every 76
+ * characters): exactly n of them into out, or an error naming origin.
+ * PostgreSQL's own decoder (pg_b64_decode) takes no line breaks.
+ */
+static void
+base64_bytes(RemoteDiff *rd, const char *origin, const char *s, int len, uint8 *out, int64 n)
+{
+	int64		got = 0;
+	uint32		acc = 0;
+	int			bits = 0;
+	int			pad = 0;
+
+	for (int i = 0; i < len; i++)
+	{
+		int			v;
+
+		if (s[i] == '\n')
+			continue;
+		if (s[i] == '=')
+		{
+			pad++;
+			continue;
+		}
+		v = base64_value(s[i]);
+		if (v < 0 || pad > 0)
+			bad_result(rd, origin, "The row hashes are not in base64.");
+		acc = (acc << 6) | (uint32) v;
+		bits += 6;
+		if (bits >= 8)
+		{
+			bits -= 8;
+			if (got >= n)
+				bad_result(rd, origin, "There are more row hashes than keys.");
+			out[got++] = (uint8) (acc >> bits);
+		}
+	}
+	if (got != n || pad > 2)
+		bad_result(rd, origin, psprintf("There are " INT64_FORMAT " bytes of row hashes for " INT64_FORMAT " keys.",
+										got, n / ROW_HASH_LEN));
+}
+
 /*
  * Every key and row hash of both sides in the given cells, each side's
  * sorted by key: a foreign side's as arrays, one row per range, a local
- * side's row by row.
+ * side's row by row.  A key from another server must lie in the range it
+ * was returned for.
  */
 static void
 row_hashes(RemoteDiff *rd, CellRange *cells, int ncells, RowHash **out, int64 *n)
@@ -1195,6 +1416,7 @@ row_hashes(RemoteDiff *rd, CellRange *cells, int ncells, RowHash **out, int64 *n
 		Params		lp;
 		char	   *sql;
 		Portal		portal;
+		const char *origin = side_origin(rd, si);
 
 		if (rd->side[si].foreign)
 			continue;
@@ -1209,19 +1431,20 @@ row_hashes(RemoteDiff *rd, CellRange *cells, int ncells, RowHash **out, int64 *n
 			if (SPI_processed == 0)
 				break;
 			tt = SPI_tuptable;
-			if (n[si] + (int64) SPI_processed > cap[si])
-			{
-				cap[si] = Max(cap[si] * 2, n[si] + (int64) SPI_processed);
-				out[si] = repalloc_huge(out[si], sizeof(RowHash) * cap[si]);
-			}
 			for (uint64 i = 0; i < SPI_processed; i++)
 			{
 				bool		isnull;
+				Datum		key;
+				bytea	   *h;
 
 				CHECK_FOR_INTERRUPTS();
-				out[si][n[si]].key = datumCopy(SPI_getbinval(tt->vals[i], tt->tupdesc, 1, &isnull),
-											   rd->k1byval, rd->k1len);
-				out[si][n[si]++].hash = DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &isnull));
+				key = result_value(rd, origin, tt->vals[i], tt->tupdesc, 1, rd->k1type, false,
+								   &isnull, "key");
+				h = DatumGetByteaPP(result_value(rd, origin, tt->vals[i], tt->tupdesc, 2, BYTEAOID,
+												 false, &isnull, "row hash"));
+				if (VARSIZE_ANY_EXHDR(h) != ROW_HASH_LEN)
+					bad_result(rd, origin, "A row hash is not 16 bytes long.");
+				row_hash_add(rd, out, n, cap, si, key, (uint8 *) VARDATA_ANY(h));
 			}
 			SPI_freetuptable(tt);
 		}
@@ -1230,35 +1453,41 @@ row_hashes(RemoteDiff *rd, CellRange *cells, int ncells, RowHash **out, int64 *n
 	}
 	if (parts[0].nr >= 0 || parts[1].nr >= 0)
 	{
+		bool	  **seen = seen_marks(parts);
+
 		run_parts(rd, parts, false, RANGE_PREDICATE_MAX, true, &p);
 		MemoryContextSwitchTo(cxt);
 		tt = SPI_tuptable;
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
-			bool		isnull;
 			Datum	   *keys;
-			Datum	   *hashes;
-			int			nk,
-						nh,
-						si;
+			uint8	   *hashes;
+			bool		isnull;
+			text	   *h;
+			int			nk = -1,
+						si,
+						k;
+			const char *origin;
+			CellRange  *r;
 
 			CHECK_FOR_INTERRUPTS();
-			(void) part_row(parts, tt->vals[i], tt->tupdesc, &si, false);
-			deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tt->vals[i], tt->tupdesc, 3, &isnull)),
-							  rd->k1type, rd->k1len, rd->k1byval, rd->k1align, &keys, NULL, &nk);
-			deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tt->vals[i], tt->tupdesc, 4, &isnull)),
-							  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &hashes, NULL, &nh);
-			if (nk != nh)
-				elog(ERROR, "row hash query returned %d keys and %d hashes", nk, nh);
-			if (n[si] + nk > cap[si])
-			{
-				cap[si] = Max(cap[si] * 2, n[si] + nk);
-				out[si] = repalloc_huge(out[si], sizeof(RowHash) * cap[si]);
-			}
+			k = part_row(rd, parts, tt->vals[i], tt->tupdesc, &si, false, seen);
+			origin = side_origin(rd, si);
+			r = &parts[si].r[k];
+			keys = result_array(rd, origin, tt->vals[i], tt->tupdesc, 3, rd->k1type, rd->k1len,
+								rd->k1byval, rd->k1align, &nk, "array of keys");
+			h = DatumGetTextPP(result_value(rd, origin, tt->vals[i], tt->tupdesc, 4, TEXTOID,
+											false, &isnull, "row hashes"));
+			hashes = palloc_extended((Size) nk * ROW_HASH_LEN, MCXT_ALLOC_HUGE);
+			base64_bytes(rd, origin, VARDATA_ANY(h), VARSIZE_ANY_EXHDR(h), hashes,
+						 (int64) nk * ROW_HASH_LEN);
 			for (int j = 0; j < nk; j++)
 			{
-				out[si][n[si]].key = datumCopy(keys[j], rd->k1byval, rd->k1len);
-				out[si][n[si]++].hash = DatumGetInt64(hashes[j]);
+				int			cell = cell_of(rd, keys[j]);
+
+				if (cell < r->lo || cell >= r->hi)
+					bad_result(rd, origin, "A key lies outside the key range it was returned for.");
+				row_hash_add(rd, out, n, cap, si, keys[j], hashes + (Size) j * ROW_HASH_LEN);
 			}
 			pfree(keys);
 			pfree(hashes);
@@ -1319,7 +1548,7 @@ differing_keys(RemoteDiff *rd, CellRange *cells, int ncells, DiffCounts *counts)
 		if (c >= 0)
 			while (je < nt && ApplySortComparator(t[je].key, false, key, false, ssup) == 0)
 				je++;
-		if (ie - i == 1 && je - j == 1 && s[i].hash == t[j].hash)
+		if (ie - i == 1 && je - j == 1 && memcmp(s[i].hash, t[j].hash, ROW_HASH_LEN) == 0)
 		{
 			counts->matched++;
 			counts->rows_source++;
@@ -1376,6 +1605,75 @@ checksum_error_context(void *arg)
 			   rd->side[0].name, rd->side[1].name);
 }
 
+/*
+ * Whether the remote columns are of the foreign table's declared types,
+ * which the digests' functions assume: the remote server parses
+ * array_larger(ARRAY[col], '{}'::declared[]), which takes two arrays of
+ * one type exactly, without a row read (LIMIT 0).  A remote char(6)
+ * declared text, or bigint declared integer, is refused there.  Returns
+ * why not, or NULL when they are.
+ */
+static const char *
+remote_type_mismatch(RemoteDiff *rd, RSide *s, Oid relid)
+{
+	DiffSpec   *spec = rd->spec;
+	StringInfoData sql;
+	const char *sep = " WHERE ";
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	const char *why = NULL;
+	Params		p;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT NULL FROM %s", s->rel);
+	for (int i = 0; i < spec->nkeys + spec->ncols; i++)
+	{
+		DiffColumn *c = i < spec->nkeys ? &spec->keys[i] : &spec->cols[i - spec->nkeys];
+		const char *name = s->is_source ? c->name : c->tname;
+		AttrNumber	att = get_attnum(relid, name);
+		Oid			type;
+
+		if (att <= 0)
+			continue;
+		type = get_atttype(relid, att);
+		appendStringInfo(&sql, "%spg_catalog.array_larger(ARRAY[%s], '{}'::%s[]) IS NULL",
+						 sep, quote_identifier(name), format_type_be_qualified(type));
+		sep = " AND ";
+	}
+	appendStringInfoString(&sql, " LIMIT 0");
+	params_init(&p);
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		run_query(sql.data, &p);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		/* Only the remote's "no such function": others are errors of their own. */
+		if (edata->sqlerrcode != ERRCODE_UNDEFINED_FUNCTION &&
+			edata->sqlerrcode != ERRCODE_DATATYPE_MISMATCH &&
+			edata->sqlerrcode != ERRCODE_AMBIGUOUS_FUNCTION)
+			ReThrowError(edata);
+		why = psprintf("A column of foreign table \"%s\" is of another type on %s than declared (the remote server said: %s).",
+					   s->name, s->origin, edata->message);
+	}
+	PG_END_TRY();
+	return why;
+}
+
 /* Why the checksums cannot be used: an error, or a quiet fall back. */
 static bool
 cannot_checksum(DiffSpec *spec, const char *why)
@@ -1419,6 +1717,13 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 			s->citus = kind == CITUS_DISTRIBUTED || kind == CITUS_SINGLE_SHARD;
 		}
 		s->k1 = i == 0 ? spec->keys[0].sexpr : spec->keys[0].texpr;
+		if (s->foreign)
+			s->origin = psprintf("foreign server \"%s\"",
+								 GetForeignServer(GetForeignTable(rels[i])->serverid)->servername);
+		else if (s->citus)
+			s->origin = psprintf("the Citus workers of \"%s\"", s->name);
+		else
+			s->origin = "this server";
 		any_spread |= s->foreign || s->citus;
 	}
 	if (spec->remote_mode == DIFF_REMOTE_PULL || !any_spread)
@@ -1426,7 +1731,7 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 
 	for (int i = 0; i < 2; i++)
 	{
-		rd->side[i].hash = row_hash_expr(spec, i == 0, &why);
+		rd->side[i].hash = row_digest_expr(spec, i == 0, &why);
 		if (rd->side[i].hash == NULL)
 			return cannot_checksum(spec, why);
 		unique[i] = !rd->side[i].foreign && keys_unique(spec, rels[i], i == 0);
@@ -1446,6 +1751,21 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 		return cannot_checksum(spec, psprintf("Key column \"%s\" is of a type without an array type.",
 											  spec->keys[0].name));
 	get_typlenbyvalalign(rd->k1type, &rd->k1len, &rd->k1byval, &rd->k1align);
+
+	/* The remote columns must be of the types the digests assume. */
+	for (int i = 0; i < 2; i++)
+	{
+		if (rd->side[i].foreign && (why = remote_type_mismatch(rd, &rd->side[i], rels[i])) != NULL)
+		{
+			if (spec->remote_mode != DIFF_REMOTE_CHECKSUM)
+				ereport(NOTICE,
+						(errmsg("diff of \"%s\" and \"%s\" reads every row of \"%s\" instead of comparing checksums",
+								spec->sname, spec->tname, rd->side[i].name),
+						 errdetail("%s", why),
+						 errhint("Declare the foreign table's columns with the remote columns' types.")));
+			return cannot_checksum(spec, why);
+		}
+	}
 
 	/*
 	 * Every query on a foreign side must be computed there.  Citus computes
