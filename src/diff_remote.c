@@ -293,7 +293,7 @@ row_digest_expr(DiffSpec *spec, bool is_source, const char **why)
 static char *
 range_digest_expr(const char *rowdigest)
 {
-	return psprintf("pg_catalog.encode(pg_catalog.sha256(pg_catalog.string_agg(%s, ''::pg_catalog.bytea ORDER BY %s)), 'base64')",
+	return psprintf("pg_catalog.sha256(pg_catalog.string_agg(%s, ''::pg_catalog.bytea ORDER BY %s))",
 					rowdigest, rowdigest);
 }
 
@@ -305,20 +305,21 @@ row_hash_expr(const char *rowdigest)
 }
 
 /*
- * The row hashes of a range from another server, in one text: base64 of
- * their concatenation, in the order of the keys' array (array_agg of text
- * built from a digest would not be pushed down: its input collation is
- * not a column's).
+ * The row hashes of a range from another server, in one bytea: their
+ * concatenation, in the order of the keys' array.  No text function over
+ * them: postgres_fdw (15) ships a function with a collatable argument
+ * only when its collation comes from a column, and would fetch every
+ * row's digest to compute it here.
  */
 static char *
 row_hashes_expr(const char *k1, const char *rowdigest)
 {
-	return psprintf("pg_catalog.encode(pg_catalog.string_agg(%s, ''::pg_catalog.bytea ORDER BY %s, %s), 'base64')",
+	return psprintf("pg_catalog.string_agg(%s, ''::pg_catalog.bytea ORDER BY %s, %s)",
 					row_hash_expr(rowdigest), k1, rowdigest);
 }
 
-/* Characters of a range's checksum, bytes of a row hash. */
-#define RANGE_DIGEST_LEN	44
+/* Bytes of a range's checksum and of a row hash. */
+#define RANGE_DIGEST_LEN	32
 #define ROW_HASH_LEN		16
 
 /* ---------------------------------------------------------------------
@@ -565,13 +566,28 @@ special_sql(RemoteDiff *rd, RSide *s, Params *p)
 	return sql.data;
 }
 
+/*
+ * Whether a plan aggregates here, or computes an expression over what a
+ * foreign scan returns (postgres_fdw may push an aggregate down but not
+ * the function around it, and then fetch the aggregate's whole input).
+ */
 static bool
 plan_has_agg(Plan *plan)
 {
+	ListCell   *lc;
+
 	if (plan == NULL)
 		return false;
 	if (IsA(plan, Agg))
 		return true;
+	if (IsA(plan, ForeignScan))
+		foreach(lc, plan->targetlist)
+		{
+			Node	   *e = (Node *) lfirst_node(TargetEntry, lc)->expr;
+
+			if (!IsA(e, Var) && !IsA(e, Const))
+				return true;
+		}
 	return plan_has_agg(plan->lefttree) || plan_has_agg(plan->righttree);
 }
 
@@ -689,30 +705,19 @@ result_count(RemoteDiff *rd, const char *origin, HeapTuple t, TupleDesc desc, in
 	return n;
 }
 
-/* Exactly len characters of base64 (a digest), copied into out. */
-static void
-digest_check(RemoteDiff *rd, const char *origin, const char *s, int n, int len, char *out)
-{
-	if (n != len)
-		bad_result(rd, origin, psprintf("A checksum is %d characters long instead of %d.", n, len));
-	for (int i = 0; i < n; i++)
-		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
-			  (s[i] >= '0' && s[i] <= '9') || s[i] == '+' || s[i] == '/' || s[i] == '='))
-			bad_result(rd, origin, "A checksum is not in base64.");
-	memcpy(out, s, len);
-	out[len] = '\0';
-}
-
-/* A text of exactly len characters of base64 (a digest), copied into out. */
+/* A bytea of exactly len bytes (a digest), copied into out. */
 static void
 result_digest(RemoteDiff *rd, const char *origin, HeapTuple t, TupleDesc desc,
-			  int col, int len, char *out)
+			  int col, int len, uint8 *out)
 {
 	bool		isnull;
-	text	   *v = DatumGetTextPP(result_value(rd, origin, t, desc, col, TEXTOID, false,
-												&isnull, "checksum"));
+	bytea	   *v = DatumGetByteaPP(result_value(rd, origin, t, desc, col, BYTEAOID, false,
+												 &isnull, "checksum"));
 
-	digest_check(rd, origin, VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v), len, out);
+	if (VARSIZE_ANY_EXHDR(v) != len)
+		bad_result(rd, origin, psprintf("A checksum is %d bytes long instead of %d.",
+										(int) VARSIZE_ANY_EXHDR(v), len));
+	memcpy(out, VARDATA_ANY(v), len);
 }
 
 /*
@@ -961,7 +966,7 @@ find_special(RemoteDiff *rd, RSide *s, bool *marks)
 typedef struct RangeSum
 {
 	int64		count[2];
-	char		digest[2][RANGE_DIGEST_LEN + 1];	/* "" for an empty range */
+	uint8		digest[2][RANGE_DIGEST_LEN];	/* zeros for an empty range */
 } RangeSum;
 
 /* A side's part of a checksum statement: its cell ranges and buckets. */
@@ -1095,7 +1100,8 @@ checksum_parts(RemoteDiff *rd, Part *parts, RangeSum *out, bool nulls, int max_p
 static bool
 range_same(RemoteDiff *rd, RangeSum *s, CellRange *r)
 {
-	return s->count[0] == s->count[1] && strcmp(s->digest[0], s->digest[1]) == 0 &&
+	return s->count[0] == s->count[1] &&
+		memcmp(s->digest[0], s->digest[1], RANGE_DIGEST_LEN) == 0 &&
 		rd->special[r->hi] == rd->special[r->lo];
 }
 
@@ -1324,64 +1330,6 @@ row_hash_add(RemoteDiff *rd, RowHash **out, int64 *n, int64 *cap, int si, Datum 
 	n[si]++;
 }
 
-static int
-base64_value(char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-/*
- * The bytes of encode(.., 'base64') (which breaks its lines every 76
- * characters): exactly n of them into out, or an error naming origin.
- * PostgreSQL's own decoder (pg_b64_decode) takes no line breaks.
- */
-static void
-base64_bytes(RemoteDiff *rd, const char *origin, const char *s, int len, uint8 *out, int64 n)
-{
-	int64		got = 0;
-	uint32		acc = 0;
-	int			bits = 0;
-	int			pad = 0;
-
-	for (int i = 0; i < len; i++)
-	{
-		int			v;
-
-		if (s[i] == '\n')
-			continue;
-		if (s[i] == '=')
-		{
-			pad++;
-			continue;
-		}
-		v = base64_value(s[i]);
-		if (v < 0 || pad > 0)
-			bad_result(rd, origin, "The row hashes are not in base64.");
-		acc = (acc << 6) | (uint32) v;
-		bits += 6;
-		if (bits >= 8)
-		{
-			bits -= 8;
-			if (got >= n)
-				bad_result(rd, origin, "There are more row hashes than keys.");
-			out[got++] = (uint8) (acc >> bits);
-		}
-	}
-	if (got != n || pad > 2)
-		bad_result(rd, origin, psprintf("There are " INT64_FORMAT " bytes of row hashes for " INT64_FORMAT " keys.",
-										got, n / ROW_HASH_LEN));
-}
-
 /*
  * Every key and row hash of both sides in the given cells, each side's
  * sorted by key: a foreign side's as arrays, one row per range, a local
@@ -1463,7 +1411,7 @@ row_hashes(RemoteDiff *rd, CellRange *cells, int ncells, RowHash **out, int64 *n
 			Datum	   *keys;
 			uint8	   *hashes;
 			bool		isnull;
-			text	   *h;
+			bytea	   *h;
 			int			nk = -1,
 						si,
 						k;
@@ -1476,11 +1424,12 @@ row_hashes(RemoteDiff *rd, CellRange *cells, int ncells, RowHash **out, int64 *n
 			r = &parts[si].r[k];
 			keys = result_array(rd, origin, tt->vals[i], tt->tupdesc, 3, rd->k1type, rd->k1len,
 								rd->k1byval, rd->k1align, &nk, "array of keys");
-			h = DatumGetTextPP(result_value(rd, origin, tt->vals[i], tt->tupdesc, 4, TEXTOID,
-											false, &isnull, "row hashes"));
-			hashes = palloc_extended((Size) nk * ROW_HASH_LEN, MCXT_ALLOC_HUGE);
-			base64_bytes(rd, origin, VARDATA_ANY(h), VARSIZE_ANY_EXHDR(h), hashes,
-						 (int64) nk * ROW_HASH_LEN);
+			h = DatumGetByteaPP(result_value(rd, origin, tt->vals[i], tt->tupdesc, 4, BYTEAOID,
+											 false, &isnull, "row hashes"));
+			if (VARSIZE_ANY_EXHDR(h) != (Size) nk * ROW_HASH_LEN)
+				bad_result(rd, origin, psprintf("There are %d bytes of row hashes for %d keys.",
+												(int) VARSIZE_ANY_EXHDR(h), nk));
+			hashes = (uint8 *) VARDATA_ANY(h);
 			for (int j = 0; j < nk; j++)
 			{
 				int			cell = cell_of(rd, keys[j]);
@@ -1490,7 +1439,6 @@ row_hashes(RemoteDiff *rd, CellRange *cells, int ncells, RowHash **out, int64 *n
 				row_hash_add(rd, out, n, cap, si, keys[j], hashes + (Size) j * ROW_HASH_LEN);
 			}
 			pfree(keys);
-			pfree(hashes);
 		}
 		SPI_freetuptable(tt);
 	}
@@ -1609,7 +1557,7 @@ checksum_error_context(void *arg)
  * Whether the remote columns are of the foreign table's declared types,
  * which the digests' functions assume: the remote server parses
  * array_larger(ARRAY[col], '{}'::declared[]), which takes two arrays of
- * one type exactly, without a row read (LIMIT 0).  A remote char(6)
+ * one type exactly, over one row.  A remote char(6)
  * declared text, or bigint declared integer, is refused there.  Returns
  * why not, or NULL when they are.
  */
@@ -1636,11 +1584,12 @@ remote_type_mismatch(RemoteDiff *rd, RSide *s, Oid relid)
 		if (att <= 0)
 			continue;
 		type = get_atttype(relid, att);
-		appendStringInfo(&sql, "%spg_catalog.array_larger(ARRAY[%s], '{}'::%s[]) IS NULL",
+		appendStringInfo(&sql, "%spg_catalog.array_larger(ARRAY[%s], '{}'::%s[]) IS NOT NULL",
 						 sep, quote_identifier(name), format_type_be_qualified(type));
 		sep = " AND ";
 	}
-	appendStringInfoString(&sql, " LIMIT 0");
+	/* Always true, for one row: with LIMIT 0, the query might not be sent. */
+	appendStringInfoString(&sql, " LIMIT 1");
 	params_init(&p);
 
 	BeginInternalSubTransaction(NULL);
