@@ -131,7 +131,7 @@ typedef struct RemoteDiff
  * form.
  */
 static char *
-column_encoding(DiffColumn *c, const char *expr, const char **why)
+column_encoding(DiffColumn *c, const char *expr, Oid own, const char **why)
 {
 	const char *f = NULL;		/* send function of a fixed-length form */
 	char		tag;
@@ -247,9 +247,15 @@ column_encoding(DiffColumn *c, const char *expr, const char **why)
 			const char *s = c->basetype == BPCHAROID
 				? psprintf("pg_catalog.text(%s)", expr) : expr;
 
+			/*
+			 * replace() refuses a nondeterministic collation, and does not
+			 * need one: "C" there (which postgres_fdw would not ship, so
+			 * that a foreign side of such a collation is read in full).
+			 */
 			val = psprintf("pg_catalog.int4send(pg_catalog.octet_length(%s)) OPERATOR(pg_catalog.||) "
-						   "pg_catalog.decode(pg_catalog.replace(%s, E'\\\\', E'\\\\\\\\'), 'escape')",
-						   s, s);
+						   "pg_catalog.decode(pg_catalog.replace(%s%s, E'\\\\', E'\\\\\\\\'), 'escape')",
+						   s, s, OidIsValid(own) && !get_collation_isdeterministic(own)
+						   ? " COLLATE pg_catalog.\"C\"" : "");
 			tag = 's';
 		}
 	}
@@ -274,7 +280,8 @@ row_digest_expr(DiffSpec *spec, bool is_source, const char **why)
 	for (int i = 0; i < n; i++)
 	{
 		DiffColumn *c = i < spec->nkeys ? &spec->keys[i] : &spec->cols[i - spec->nkeys];
-		char	   *e = column_encoding(c, is_source ? c->sexpr : c->texpr, why);
+		char	   *e = column_encoding(c, is_source ? c->sexpr : c->texpr,
+									   is_source ? c->scollation : c->tcollation, why);
 
 		if (e == NULL)
 			return NULL;
@@ -1434,7 +1441,8 @@ row_hashes(RemoteDiff *rd, CellRange *cells, int ncells, RowHash **out, int64 *n
 			{
 				int			cell = cell_of(rd, keys[j]);
 
-				if (cell < r->lo || cell >= r->hi)
+				/* A collatable key may be ordered otherwise there. */
+				if ((cell < r->lo || cell >= r->hi) && !OidIsValid(rd->spec->keys[0].collation))
 					bad_result(rd, origin, "A key lies outside the key range it was returned for.");
 				row_hash_add(rd, out, n, cap, si, keys[j], hashes + (Size) j * ROW_HASH_LEN);
 			}
@@ -1557,8 +1565,9 @@ checksum_error_context(void *arg)
  * Whether the remote columns are of the foreign table's declared types,
  * which the digests' functions assume: the remote server parses
  * array_larger(ARRAY[col], '{}'::declared[]), which takes two arrays of
- * one type exactly, over one row.  A remote char(6)
- * declared text, or bigint declared integer, is refused there.  Returns
+ * one type exactly, over one row, and replace() of its strings, which a
+ * nondeterministic collation refuses.  A remote char(6) declared text,
+ * or bigint declared integer, is refused there.  Returns
  * why not, or NULL when they are.
  */
 static const char *
@@ -1587,6 +1596,10 @@ remote_type_mismatch(RemoteDiff *rd, RSide *s, Oid relid)
 		appendStringInfo(&sql, "%spg_catalog.array_larger(ARRAY[%s], '{}'::%s[]) IS NOT NULL",
 						 sep, quote_identifier(name), format_type_be_qualified(type));
 		sep = " AND ";
+		/* A remote nondeterministic collation: replace() refuses it. */
+		if (TypeCategory(getBaseType(type)) == TYPCATEGORY_STRING)
+			appendStringInfo(&sql, " AND pg_catalog.replace(%s, E'\\\\', E'\\\\\\\\') IS DISTINCT FROM E'\\\\'",
+							 quote_identifier(name));
 	}
 	/* Always true, for one row: with LIMIT 0, the query might not be sent. */
 	appendStringInfoString(&sql, " LIMIT 1");
@@ -1614,9 +1627,10 @@ remote_type_mismatch(RemoteDiff *rd, RSide *s, Oid relid)
 		/* Only the remote's "no such function": others are errors of their own. */
 		if (edata->sqlerrcode != ERRCODE_UNDEFINED_FUNCTION &&
 			edata->sqlerrcode != ERRCODE_DATATYPE_MISMATCH &&
-			edata->sqlerrcode != ERRCODE_AMBIGUOUS_FUNCTION)
+			edata->sqlerrcode != ERRCODE_AMBIGUOUS_FUNCTION &&
+			edata->sqlerrcode != ERRCODE_FEATURE_NOT_SUPPORTED)
 			ReThrowError(edata);
-		why = psprintf("A column of foreign table \"%s\" is of another type on %s than declared (the remote server said: %s).",
+		why = psprintf("A column of foreign table \"%s\" is of another type or collation on %s than declared (the remote server said: %s).",
 					   s->name, s->origin, edata->message);
 	}
 	PG_END_TRY();

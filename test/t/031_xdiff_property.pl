@@ -70,6 +70,39 @@ SELECT mismatched FROM reconcile_diff_summary('$s', '$t', '{id}', '{"remote": "c
 		'198', "swapped values of neighbouring rows, $s vs $t: all 198 mismatches found");
 }
 
+# A nondeterministic (case-insensitive ICU) key collation on the local
+# side: the remote's 'KEY500' is the local 'key500'.  The checksums read
+# the differing keys back in the diff's key collation, as the full read
+# compares them (before: a false MISSING_IN_TARGET and a row short).
+$local->safe_psql('postgres', q{
+CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE cs (k text COLLATE ci, v integer);
+INSERT INTO cs SELECT 'key' || g, g FROM generate_series(1, 1000) g;
+CREATE FOREIGN TABLE f_ct (k text, v integer) SERVER xremote OPTIONS (table_name 'ct');
+});
+$remote->safe_psql('postgres', q{
+CREATE TABLE ct (k text, v integer);
+INSERT INTO ct SELECT 'key' || g, g FROM generate_series(1, 1000) g;
+UPDATE ct SET k = upper(k), v = v + 1 WHERE v = 500;
+UPDATE ct SET k = upper(k) WHERE v = 600;
+});
+foreach my $opts ('{}', '{"leaf_rows": 4}', '{"leaf_rows": 1, "split_factor": 2}')
+{
+	foreach my $pair ([ 'cs', 'f_ct' ], [ 'f_ct', 'cs' ])
+	{
+		my ($s, $t) = @$pair;
+		is( $local->safe_psql('postgres', qq{
+SELECT row(d.*)::text FROM reconcile_diff_summary('$s', '$t', '{k}', '$opts'::jsonb || '{"remote": "checksum"}') d}),
+			$local->safe_psql('postgres', qq{
+SELECT row(d.*)::text FROM reconcile_diff_summary('$s', '$t', '{k}', '$opts'::jsonb || '{"remote": "pull"}') d}),
+			"case-insensitive key collation, $s vs $t, $opts: the checksums count what the full read counts");
+	}
+}
+is( $local->safe_psql('postgres', q{
+SELECT concat_ws(',', rows_source, rows_target, matched, mismatched, missing_in_target)
+FROM reconcile_diff_summary('cs', 'f_ct', '{k}', '{"remote": "checksum"}')}),
+	'1000,1000,999,1,0', 'KEY500 is key500 there, KEY600 matches key600');
+
 # Random tables and edits.
 sub rnd { my ($lo, $hi) = @_; return $lo + int(rand($hi - $lo + 1)); }
 

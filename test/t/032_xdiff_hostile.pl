@@ -177,7 +177,7 @@ is($ret, 0, 'remote columns of other types than declared: no error');
 is($stdout, '2000|2000', 'the char(6) values padded with blanks differ from the text ones, as the full read finds');
 like($stderr, qr/NOTICE:  diff of "narrow" and "f_wide" reads every row of "f_wide"/,
 	'a notice says the checksums were not used');
-like($stderr, qr/another type on foreign server "xremote" than declared/, 'and why');
+like($stderr, qr/another type or collation on foreign server "xremote" than declared/, 'and why');
 ($ret, $stdout, $stderr) = $local->psql('postgres',
 	q{SELECT rows_source FROM reconcile_diff_summary('narrow', 'f_wide', '{id}', '{"remote": "checksum"}')});
 like($stderr, qr/ERROR:  cannot compare "narrow" and "f_wide" by checksums/,
