@@ -293,14 +293,15 @@ row_digest_expr(DiffSpec *spec, bool is_source, const char **why)
 
 /*
  * A range's checksum: SHA-256 of its rows' digests in ascending order, a
- * digest of the multiset of its rows.  Equal checksums mean equal
- * multisets unless SHA-256 collides; no permutation of values among rows
- * cancels out, as it could in a sum.
+ * digest of the multiset of its rows, cut to its first 128 bits (they
+ * cross the link once per range and level).  Equal checksums mean equal
+ * multisets unless SHA-256 collides in those bits; no permutation of
+ * values among rows cancels out, as it could in a sum.
  */
 static char *
 range_digest_expr(const char *rowdigest)
 {
-	return psprintf("pg_catalog.sha256(pg_catalog.string_agg(%s, ''::pg_catalog.bytea ORDER BY %s))",
+	return psprintf("pg_catalog.substr(pg_catalog.sha256(pg_catalog.string_agg(%s, ''::pg_catalog.bytea ORDER BY %s)), 1, 16)",
 					rowdigest, rowdigest);
 }
 
@@ -326,7 +327,7 @@ row_hashes_expr(const char *k1, const char *rowdigest)
 }
 
 /* Bytes of a range's checksum and of a row hash. */
-#define RANGE_DIGEST_LEN	32
+#define RANGE_DIGEST_LEN	16
 #define ROW_HASH_LEN		16
 
 /* ---------------------------------------------------------------------
