@@ -1433,7 +1433,7 @@ row_hashes(RemoteDiff *rd, CellRange *cells, int ncells, RowHash **out, int64 *n
 			keys = result_array(rd, origin, tt->vals[i], tt->tupdesc, 3, rd->k1type, rd->k1len,
 								rd->k1byval, rd->k1align, &nk, "array of keys");
 			h = DatumGetByteaPP(result_value(rd, origin, tt->vals[i], tt->tupdesc, 4, BYTEAOID,
-											 false, &isnull, "row hashes"));
+											 false, &isnull, "string of row hashes"));
 			if (VARSIZE_ANY_EXHDR(h) != (Size) nk * ROW_HASH_LEN)
 				bad_result(rd, origin, psprintf("There are %d bytes of row hashes for %d keys.",
 												(int) VARSIZE_ANY_EXHDR(h), nk));
