@@ -1593,7 +1593,10 @@ remote_type_mismatch(RemoteDiff *rd, RSide *s, Oid relid)
 
 		if (att <= 0)
 			continue;
-		type = get_atttype(relid, att);
+		/* A domain's base type: the remote may not have the domain. */
+		type = getBaseType(get_atttype(relid, att));
+		if (!OidIsValid(get_array_type(type)))
+			continue;
 		appendStringInfo(&sql, "%spg_catalog.array_larger(ARRAY[%s], '{}'::%s[]) IS NOT NULL",
 						 sep, quote_identifier(name), format_type_be_qualified(type));
 		sep = " AND ";
