@@ -6,22 +6,31 @@
  * When a side is a foreign table (postgres_fdw), reading it row by row
  * moves the whole table across the connection.  Instead, the key space is
  * cut into ranges of the first key column, and for each range every side
- * computes on its own server a row count and the sum of a 64-bit hash of
- * every row (its key and compared columns, each by value through
- * hash_array_extended, so that 1.0 and 1.00 hash alike and a timestamptz
- * hashes by its instant).  Those are plain built-in aggregates over
- * built-in immutable functions, which postgres_fdw pushes down: nothing is
- * installed on the remote server.  Ranges whose counts and sums agree are
- * matched as a whole; the others are split, level by level, until they
- * are a single cell of the grid (about leaf_rows rows); the rows of those
- * cells alone are then read and compared by the ordinary merge (diff.c),
- * so the findings are exactly the local diff's.
+ * computes on its own server a row count and a checksum: SHA-256 of the
+ * SHA-256 digests of its rows in ascending order, each row's digest taken
+ * over a type-tagged, length-prefixed binary encoding of its key and
+ * compared columns with the merge's equality (1.0 = 1.00, a timestamptz by
+ * its instant).  Equal checksums mean equal multisets of rows unless
+ * SHA-256 collides; no permutation of values among rows cancels out.
+ * Those are built-in aggregates over built-in immutable functions, which
+ * postgres_fdw pushes down: nothing is installed on the remote server.
+ * Ranges whose counts and checksums agree are matched as a whole; the
+ * others are split, level by level, until they are a single cell of the
+ * grid (about leaf_rows rows); the rows of those cells alone are then read
+ * and compared by the ordinary merge (diff.c), so the findings are exactly
+ * the local diff's.
+ *
+ * The other server is not trusted: whatever comes back (counts, buckets,
+ * checksums, arrays of keys, row hashes) is checked for NULL, type, length
+ * and range before use, and an error names the server.  Its columns'
+ * real types are checked against the declared ones before anything is
+ * read (remote_type_mismatch).
  *
  * The grid's boundaries are quantiles of the first key column on one side
  * (a local one where there is one).  Keys that are duplicated or NULL in
  * part are found first with a pushed-down GROUP BY ... HAVING, and their
  * cells always read, since equal checksums could hide them.  A column with
- * a numeric tolerance is hashed by its bucket of half the tolerance: equal
+ * a numeric tolerance is encoded by its bucket of half the tolerance: equal
  * buckets are within the tolerance, other pairs are read and compared.
  *
  * Where a column cannot be hashed this way, or the aggregate would not be
@@ -29,11 +38,11 @@
  * (option "remote": "auto"), or fails ("checksum").
  *
  * A side that Citus distributes (hash-distributed or single-shard) is
- * compared the same way: Citus runs the counts and sums on each shard, in
- * parallel on the workers, and adds the shards' partial results on the
- * coordinator, so only the checksums of the ranges and the rows of the
- * cells that differ travel to it instead of every row.  Those queries are
- * read-only: they write nothing on any node.
+ * compared the same way: Citus computes the row digests on each shard, in
+ * parallel on the workers, so only digests, the checksums of the ranges
+ * and the rows of the cells that differ travel to the coordinator instead
+ * of every row.  Those queries are read-only: they write nothing on any
+ * node.
  */
 #include "postgres.h"
 
@@ -42,11 +51,11 @@
 #include "access/relation.h"
 #include "access/transam.h"
 #include "access/xact.h"
-#include "foreign/foreign.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "nodes/plannodes.h"
 #include "parser/parse_coerce.h"
@@ -66,6 +75,7 @@
 
 #include "citus.h"
 #include "diff.h"
+#include "sqlname.h"
 
 /* Below this many intervals, a level's query also names them as key ranges. */
 #define RANGE_PREDICATE_MAX 32
@@ -109,6 +119,8 @@ typedef struct RemoteDiff
 	int		   *special;		/* prefix counts of cells that must be read */
 	bool		nulls;			/* a side has rows with a NULL first key */
 } RemoteDiff;
+
+static void checksum_error_context(void *arg);
 
 /* ---------------------------------------------------------------------
  * Row digests
@@ -489,7 +501,7 @@ append_ranges(StringInfo sql, RemoteDiff *rd, RSide *s, CellRange *r, int nr,
 }
 
 /*
- * SELECT tag, bucket, count, sum of row hashes for the given cell ranges.
+ * SELECT tag, bucket, count, checksum for the given cell ranges.
  * The tag (the side's number) lets one statement hold both sides' parts.
  */
 static char *
@@ -1684,6 +1696,21 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 			s->citus = kind == CITUS_DISTRIBUTED || kind == CITUS_SINGLE_SHARD;
 		}
 		s->k1 = i == 0 ? spec->keys[0].sexpr : spec->keys[0].texpr;
+
+		/*
+		 * Ranges, buckets and orders of the first key column of a side on
+		 * this server in the diff's key collation, as the grid and the
+		 * merge compare it.  Not on a foreign side: postgres_fdw sends no
+		 * COLLATE, and a row that falls in another cell there than here
+		 * makes both cells differ, which reads them.
+		 */
+		{
+			Oid			own = i == 0 ? spec->keys[0].scollation : spec->keys[0].tcollation;
+			Oid			coll = spec->keys[0].collation;
+
+			if (!s->foreign && OidIsValid(coll) && own != coll)
+				s->k1 = psprintf("(%s) COLLATE %s", s->k1, collation_quoted_name(coll));
+		}
 		if (s->foreign)
 			s->origin = psprintf("foreign server \"%s\"",
 								 GetForeignServer(GetForeignTable(rels[i])->serverid)->servername);
@@ -1722,7 +1749,17 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 	/* The remote columns must be of the types the digests assume. */
 	for (int i = 0; i < 2; i++)
 	{
-		if (rd->side[i].foreign && (why = remote_type_mismatch(rd, &rd->side[i], rels[i])) != NULL)
+		ErrorContextCallback errcb;
+
+		if (!rd->side[i].foreign)
+			continue;
+		errcb.callback = checksum_error_context;
+		errcb.arg = rd;
+		errcb.previous = error_context_stack;
+		error_context_stack = &errcb;
+		why = remote_type_mismatch(rd, &rd->side[i], rels[i]);
+		error_context_stack = errcb.previous;
+		if (why != NULL)
 		{
 			if (spec->remote_mode != DIFF_REMOTE_CHECKSUM)
 				ereport(NOTICE,
