@@ -1228,7 +1228,7 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch, bool leaves
 #define PROBE_CELLS 64
 
 /*
- * How many of PROBE_CELLS cells spread evenly over the grid differ: a
+ * How many of PROBE_CELLS cells spread over the grid differ: a
  * cheap estimate of the share of cells that differ, read through the
  * cells' key ranges (an index serves them).
  */
@@ -1243,7 +1243,17 @@ probe(RemoteDiff *rd, int *nprobe)
 
 	for (int i = 0; i < n; i++)
 	{
-		r[i].lo = (int) ((int64) rd->ncells * i / n + (int64) rd->ncells / n / 2);
+		/*
+		 * One cell in each of n equal strides, at a place within it that
+		 * moves from stride to stride (the golden ratio's fractions): at a
+		 * fixed place, differences spaced as regularly as the strides
+		 * (every thousandth key) would all be missed, or all be hit.
+		 */
+		int64		stride = (int64) rd->ncells / n;
+		double		frac = (double) (i + 1) * 0.6180339887498949;
+
+		frac -= (double) (int64) frac;
+		r[i].lo = (int) ((int64) rd->ncells * i / n + (int64) (frac * (double) stride));
 		r[i].hi = r[i].lo + 1;
 	}
 	for (int si = 0; si < 2; si++)
