@@ -627,7 +627,13 @@ append_key_filter(StringInfo sql, DiffSpec *spec, bool is_source, Oid *types,
 				  Datum *values, int *nparams)
 {
 	DiffKeyFilter *f = spec->filter;
-	const char *k1 = is_source ? spec->keys[0].sexpr : spec->keys[0].texpr;
+	DiffColumn *c = &spec->keys[0];
+	const char *k1 = is_source ? c->sexpr : c->texpr;
+	Oid			own = is_source ? c->scollation : c->tcollation;
+
+	/* The keys compare in the diff's key collation, as the merge does. */
+	if (OidIsValid(c->collation) && own != c->collation)
+		k1 = psprintf("(%s) COLLATE %s", k1, collation_quoted_name(c->collation));
 
 	appendStringInfoString(sql, *nparams > 0 ? " AND (" : " WHERE (");
 	types[*nparams] = get_array_type(spec->keys[0].basetype);

@@ -6,22 +6,31 @@
  * When a side is a foreign table (postgres_fdw), reading it row by row
  * moves the whole table across the connection.  Instead, the key space is
  * cut into ranges of the first key column, and for each range every side
- * computes on its own server a row count and the sum of a 64-bit hash of
- * every row (its key and compared columns, each by value through
- * hash_array_extended, so that 1.0 and 1.00 hash alike and a timestamptz
- * hashes by its instant).  Those are plain built-in aggregates over
- * built-in immutable functions, which postgres_fdw pushes down: nothing is
- * installed on the remote server.  Ranges whose counts and sums agree are
- * matched as a whole; the others are split, level by level, until they
- * are a single cell of the grid (about leaf_rows rows); the rows of those
- * cells alone are then read and compared by the ordinary merge (diff.c),
- * so the findings are exactly the local diff's.
+ * computes on its own server a row count and a checksum: SHA-256 of the
+ * SHA-256 digests of its rows in ascending order, each row's digest taken
+ * over a type-tagged, length-prefixed binary encoding of its key and
+ * compared columns with the merge's equality (1.0 = 1.00, a timestamptz by
+ * its instant).  Equal checksums mean equal multisets of rows unless
+ * SHA-256 collides; no permutation of values among rows cancels out.
+ * Those are built-in aggregates over built-in immutable functions, which
+ * postgres_fdw pushes down: nothing is installed on the remote server.
+ * Ranges whose counts and checksums agree are matched as a whole; the
+ * others are split, level by level, until they are a single cell of the
+ * grid (about leaf_rows rows); the rows of those cells alone are then read
+ * and compared by the ordinary merge (diff.c), so the findings are exactly
+ * the local diff's.
+ *
+ * The other server is not trusted: whatever comes back (counts, buckets,
+ * checksums, arrays of keys, row hashes) is checked for NULL, type, length
+ * and range before use, and an error names the server.  Its columns'
+ * real types are checked against the declared ones before anything is
+ * read (remote_type_mismatch).
  *
  * The grid's boundaries are quantiles of the first key column on one side
  * (a local one where there is one).  Keys that are duplicated or NULL in
  * part are found first with a pushed-down GROUP BY ... HAVING, and their
  * cells always read, since equal checksums could hide them.  A column with
- * a numeric tolerance is hashed by its bucket of half the tolerance: equal
+ * a numeric tolerance is encoded by its bucket of half the tolerance: equal
  * buckets are within the tolerance, other pairs are read and compared.
  *
  * Where a column cannot be hashed this way, or the aggregate would not be
@@ -29,11 +38,11 @@
  * (option "remote": "auto"), or fails ("checksum").
  *
  * A side that Citus distributes (hash-distributed or single-shard) is
- * compared the same way: Citus runs the counts and sums on each shard, in
- * parallel on the workers, and adds the shards' partial results on the
- * coordinator, so only the checksums of the ranges and the rows of the
- * cells that differ travel to it instead of every row.  Those queries are
- * read-only: they write nothing on any node.
+ * compared the same way: Citus computes the row digests on each shard, in
+ * parallel on the workers, so only digests, the checksums of the ranges
+ * and the rows of the cells that differ travel to the coordinator instead
+ * of every row.  Those queries are read-only: they write nothing on any
+ * node.
  */
 #include "postgres.h"
 
@@ -41,10 +50,12 @@
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/transam.h"
+#include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "nodes/plannodes.h"
 #include "parser/parse_coerce.h"
@@ -64,6 +75,7 @@
 
 #include "citus.h"
 #include "diff.h"
+#include "sqlname.h"
 
 /* Below this many intervals, a level's query also names them as key ranges. */
 #define RANGE_PREDICATE_MAX 32
@@ -76,7 +88,8 @@ typedef struct RSide
 	bool		foreign;
 	bool		citus;			/* its rows live in shards on the workers */
 	const char *k1;				/* first key column's expression */
-	char	   *hash;			/* the row hash's expression */
+	char	   *hash;			/* the row digest's expression (bytea) */
+	const char *origin;			/* who computes its results, for messages */
 	bool		find_special;	/* duplicates or NULL keys are possible */
 } RSide;
 
@@ -107,47 +120,38 @@ typedef struct RemoteDiff
 	bool		nulls;			/* a side has rows with a NULL first key */
 } RemoteDiff;
 
+static void checksum_error_context(void *arg);
+
 /* ---------------------------------------------------------------------
- * Hash expressions
+ * Row digests
  * ---------------------------------------------------------------------
  */
 
 /*
- * A type whose values hash by the same equality the merge compares with,
- * through built-in functions on both servers: a base type (not an array,
- * enum or composite: enums hash by OID, which differs between servers)
- * whose default hash operator class has a built-in extended hash.
- */
-static bool
-type_hashable(Oid basetype)
-{
-	TypeCacheEntry *tce;
-
-	if (get_typtype(basetype) != TYPTYPE_BASE || type_is_array(basetype) ||
-		!OidIsValid(get_array_type(basetype)))
-		return false;
-	tce = lookup_type_cache(basetype, TYPECACHE_HASH_EXTENDED_PROC);
-	return OidIsValid(tce->hash_extended_proc) &&
-		tce->hash_extended_proc < FirstGenbkiObjectId;
-}
-
-/*
- * What a column contributes to the row hash: its expression, or for a
- * numeric tolerance its bucket.  Sets *why and returns NULL when the
- * column cannot be hashed.
+ * A column's value as bytes, by the equality the merge compares with: a
+ * tag (0 for NULL, else the type's letter), then the value's binary form,
+ * fixed-length for fixed-length types and length-prefixed for strings, so
+ * that the concatenation of a row's columns is unambiguous.  Numerics
+ * without their trailing zeros (1.0 = 1.00), floats plus zero (-0 = 0),
+ * a timestamptz as its instant; a numeric tolerance as its bucket of half
+ * the tolerance (equal buckets are within it, other pairs are read and
+ * compared).  Every function is a built-in immutable one, which
+ * postgres_fdw computes on the remote server.  Two values that the merge
+ * finds equal may still differ here (two NaNs, a nondeterministic
+ * collation): their rows are then read and compared, which costs time,
+ * never a finding.  Returns NULL and sets *why for a type without such a
+ * form.
  */
 static char *
-column_value(DiffColumn *c, const char *expr, const char **why)
+column_encoding(DiffColumn *c, const char *expr, Oid own, const char **why)
 {
+	const char *f = NULL;		/* send function of a fixed-length form */
+	char		tag;
+	char	   *val;
+
 	if (c->tolerance == DIFF_TOL_TIME)
 	{
 		*why = psprintf("Column \"%s\" has a time tolerance, which has no pushable bucket.", c->name);
-		return NULL;
-	}
-	if (!type_hashable(c->basetype))
-	{
-		*why = psprintf("Column \"%s\" is of type %s, which has no built-in hash by value.",
-						c->name, format_type_be(c->typid));
 		return NULL;
 	}
 	if (c->tolerance == DIFF_TOL_NUMERIC &&
@@ -157,109 +161,186 @@ column_value(DiffColumn *c, const char *expr, const char **why)
 		/*
 		 * Buckets of half the tolerance: two values in one bucket differ by
 		 * less than the tolerance even after the division's rounding, so
-		 * they are equal to the merge; other pairs are read and compared.
+		 * they are equal to the merge.  A numeric's text form is digits, a
+		 * sign and a point only.
 		 */
 		Datum		half = DirectFunctionCall2(numeric_div, c->tol_numeric,
 											   DirectFunctionCall1(int4_numeric, Int32GetDatum(2)));
 
-		/* A numeric's text form is digits, a sign and a point only. */
-		return psprintf("pg_catalog.floor(%s OPERATOR(pg_catalog./) '%s'::pg_catalog.numeric)",
-						expr, DatumGetCString(DirectFunctionCall1(numeric_out, half)));
+		val = psprintf("pg_catalog.numeric_send(pg_catalog.trim_scale(pg_catalog.floor((%s) OPERATOR(pg_catalog./) '%s'::pg_catalog.numeric)))",
+					   expr, DatumGetCString(DirectFunctionCall1(numeric_out, half)));
+		tag = 'B';
 	}
-	return pstrdup(expr);
+	else
+	{
+		switch (c->basetype)
+		{
+			case INT2OID:
+				f = "int2send";
+				tag = 'h';
+				break;
+			case INT4OID:
+				f = "int4send";
+				tag = 'i';
+				break;
+			case INT8OID:
+				f = "int8send";
+				tag = 'l';
+				break;
+			case BOOLOID:
+				f = "boolsend";
+				tag = 'b';
+				break;
+			case DATEOID:
+				f = "date_send";
+				tag = 'D';
+				break;
+			case TIMEOID:
+				f = "time_send";
+				tag = 'T';
+				break;
+			case TIMESTAMPOID:
+				f = "timestamp_send";
+				tag = 'S';
+				break;
+			case TIMESTAMPTZOID:
+				f = "timestamptz_send";
+				tag = 'Z';
+				break;
+			case UUIDOID:
+				f = "uuid_send";
+				tag = 'u';
+				break;
+			case NUMERICOID:
+				/* numeric_send's form carries its length (ndigits). */
+				f = NULL;
+				tag = 'n';
+				break;
+			case FLOAT4OID:
+			case FLOAT8OID:
+			case TEXTOID:
+			case VARCHAROID:
+			case BPCHAROID:
+			case BYTEAOID:
+				tag = 0;
+				break;
+			default:
+				*why = psprintf("Column \"%s\" is of type %s, which has no canonical binary form here.",
+								c->name, format_type_be(c->typid));
+				return NULL;
+		}
+		if (f)
+			val = psprintf("pg_catalog.%s(%s)", f, expr);
+		else if (c->basetype == NUMERICOID)
+			val = psprintf("pg_catalog.numeric_send(pg_catalog.trim_scale(%s))", expr);
+		else if (c->basetype == FLOAT4OID || c->basetype == FLOAT8OID)
+		{
+			const char *t = c->basetype == FLOAT4OID ? "float4" : "float8";
+
+			val = psprintf("pg_catalog.%ssend((%s) OPERATOR(pg_catalog.+) '0'::pg_catalog.%s)",
+						   t, expr, t);
+			tag = c->basetype == FLOAT4OID ? 'e' : 'd';
+		}
+		else if (c->basetype == BYTEAOID)
+		{
+			val = psprintf("pg_catalog.int4send(pg_catalog.octet_length(%s)) OPERATOR(pg_catalog.||) (%s)",
+						   expr, expr);
+			tag = 'y';
+		}
+		else
+		{
+			/*
+			 * A string's bytes in the server's encoding: decode(..,
+			 * 'escape') of the text with its backslashes doubled is the
+			 * text itself, without textsend's conversion to the session's
+			 * client_encoding.  A char(n) without its trailing blanks, as
+			 * its equality ignores them.
+			 */
+			const char *s = c->basetype == BPCHAROID
+				? psprintf("pg_catalog.text(%s)", expr) : expr;
+
+			/*
+			 * replace() refuses a nondeterministic collation, and does not
+			 * need one: "C" there (which postgres_fdw would not ship, so
+			 * that a foreign side of such a collation is read in full).
+			 */
+			val = psprintf("pg_catalog.int4send(pg_catalog.octet_length(%s)) OPERATOR(pg_catalog.||) "
+						   "pg_catalog.decode(pg_catalog.replace(%s%s, E'\\\\', E'\\\\\\\\'), 'escape')",
+						   s, s, OidIsValid(own) && !get_collation_isdeterministic(own)
+						   ? " COLLATE pg_catalog.\"C\"" : "");
+			tag = 's';
+		}
+	}
+	return psprintf("CASE WHEN (%s) IS NULL THEN '\\x00'::pg_catalog.bytea"
+					" ELSE '\\x%02x'::pg_catalog.bytea OPERATOR(pg_catalog.||) %s END",
+					expr, (unsigned char) tag, val);
 }
 
 /*
- * The extended hash function of a column's value when it can be called on
- * the value directly (its argument is the value's type, or one it is
- * binary coercible to), else InvalidOid.
- */
-static Oid
-direct_hash(DiffColumn *c)
-{
-	Oid			type = c->tolerance == DIFF_TOL_NUMERIC ? NUMERICOID : c->typid;
-	TypeCacheEntry *tce = lookup_type_cache(getBaseType(type), TYPECACHE_HASH_EXTENDED_PROC);
-	Oid		   *argtypes;
-	int			nargs;
-
-	if (!OidIsValid(tce->hash_extended_proc))
-		return InvalidOid;
-	(void) get_func_signature(tce->hash_extended_proc, &argtypes, &nargs);
-	if (nargs != 2 || IsPolymorphicType(argtypes[0]) || argtypes[0] == INTERNALOID ||
-		!IsBinaryCoercible(type, argtypes[0]))
-		return InvalidOid;
-	return tce->hash_extended_proc;
-}
-
-/*
- * The row hash of a side, over the key and compared columns:
- * hash_array_extended of an array of each column's hash (its type's
- * extended hash function, seeded by the column's place; NULL for NULL),
- * XORed with, for the types whose function takes another type (boolean,
- * date, timestamptz), hash_array_extended of an array of the columns of
- * that type (and collation), seeded by its place.  Both hash each value
- * with its type's hash operator class, which agrees with the type's
- * equality; hash_array_extended hashes NULL elements too.  One array of
- * hashes rather than one per type: fewer arrays to build for each row.
+ * The row digest of a side: SHA-256 of its key and compared columns'
+ * encodings, in the spec's order (keys, then compared columns).  Both
+ * sides build the same bytes for rows the merge finds equal.
  */
 static char *
-row_hash_expr(DiffSpec *spec, bool is_source, const char **why)
+row_digest_expr(DiffSpec *spec, bool is_source, const char **why)
 {
 	int			n = spec->nkeys + spec->ncols;
-	bool	   *done = palloc0(sizeof(bool) * n);
 	StringInfoData buf;
-	int			group = 0;
 
 	initStringInfo(&buf);
+	appendStringInfoString(&buf, "pg_catalog.sha256(");
 	for (int i = 0; i < n; i++)
 	{
 		DiffColumn *c = i < spec->nkeys ? &spec->keys[i] : &spec->cols[i - spec->nkeys];
-		char	   *v = column_value(c, is_source ? c->sexpr : c->texpr, why);
-		Oid			f;
+		char	   *e = column_encoding(c, is_source ? c->sexpr : c->texpr,
+									   is_source ? c->scollation : c->tcollation, why);
 
-		if (v == NULL)
+		if (e == NULL)
 			return NULL;
-		f = direct_hash(c);
-		if (!OidIsValid(f))
-			continue;
-		appendStringInfo(&buf, "%spg_catalog.%s(%s, %d::pg_catalog.int8)",
-						 group ? ", " : "pg_catalog.hash_array_extended(ARRAY[",
-						 quote_identifier(get_func_name(f)), v, i + 1);
-		group++;
-		done[i] = true;
+		appendStringInfo(&buf, "%s(%s)", i ? " OPERATOR(pg_catalog.||) " : "", e);
 	}
-	if (group)
-		appendStringInfoString(&buf, "], 0::pg_catalog.int8)");
-	for (int i = 0; i < n; i++)
-	{
-		DiffColumn *c = i < spec->nkeys ? &spec->keys[i] : &spec->cols[i - spec->nkeys];
-		const char *sep = "";
-
-		if (done[i])
-			continue;
-		appendStringInfo(&buf, "%spg_catalog.hash_array_extended(ARRAY[",
-						 group ? " OPERATOR(pg_catalog.#) " : "");
-		for (int j = i; j < n; j++)
-		{
-			DiffColumn *d = j < spec->nkeys ? &spec->keys[j] : &spec->cols[j - spec->nkeys];
-			char	   *v;
-			bool		numeric_i = c->tolerance == DIFF_TOL_NUMERIC || c->basetype == NUMERICOID;
-			bool		numeric_j = d->tolerance == DIFF_TOL_NUMERIC || d->basetype == NUMERICOID;
-
-			if (done[j] || (j != i && (d->typid != c->typid || d->collation != c->collation ||
-									   numeric_i != numeric_j)))
-				continue;
-			v = column_value(d, is_source ? d->sexpr : d->texpr, why);
-			if (v == NULL)
-				return NULL;
-			appendStringInfo(&buf, "%s%s", sep, v);
-			sep = ", ";
-			done[j] = true;
-		}
-		appendStringInfo(&buf, "], %d::pg_catalog.int8)", ++group);
-	}
+	appendStringInfoChar(&buf, ')');
 	return buf.data;
 }
+
+/*
+ * A range's checksum: SHA-256 of its rows' digests in ascending order, a
+ * digest of the multiset of its rows, cut to its first 128 bits (they
+ * cross the link once per range and level).  Equal checksums mean equal
+ * multisets unless SHA-256 collides in those bits; no permutation of
+ * values among rows cancels out, as it could in a sum.
+ */
+static char *
+range_digest_expr(const char *rowdigest)
+{
+	return psprintf("pg_catalog.substr(pg_catalog.sha256(pg_catalog.string_agg(%s, ''::pg_catalog.bytea ORDER BY %s)), 1, 16)",
+					rowdigest, rowdigest);
+}
+
+/* A row's digest as the row hashes carry it: its first 128 bits. */
+static char *
+row_hash_expr(const char *rowdigest)
+{
+	return psprintf("pg_catalog.substr(%s, 1, 16)", rowdigest);
+}
+
+/*
+ * The row hashes of a range from another server, in one bytea: their
+ * concatenation, in the order of the keys' array.  No text function over
+ * them: postgres_fdw (15) ships a function with a collatable argument
+ * only when its collation comes from a column, and would fetch every
+ * row's digest to compute it here.
+ */
+static char *
+row_hashes_expr(const char *k1, const char *rowdigest)
+{
+	return psprintf("pg_catalog.string_agg(%s, ''::pg_catalog.bytea ORDER BY %s, %s)",
+					row_hash_expr(rowdigest), k1, rowdigest);
+}
+
+/* Bytes of a range's checksum and of a row hash. */
+#define RANGE_DIGEST_LEN	16
+#define ROW_HASH_LEN		16
 
 /* ---------------------------------------------------------------------
  * Queries
@@ -420,7 +501,7 @@ append_ranges(StringInfo sql, RemoteDiff *rd, RSide *s, CellRange *r, int nr,
 }
 
 /*
- * SELECT tag, bucket, count, sum of row hashes for the given cell ranges.
+ * SELECT tag, bucket, count, checksum for the given cell ranges.
  * The tag (the side's number) lets one statement hold both sides' parts.
  */
 static char *
@@ -445,8 +526,8 @@ level_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p, int *ids,
 		appendStringInfoChar(&from, ')');
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT %d, pg_catalog.width_bucket(%s, $%d), pg_catalog.count(*),"
-					 " pg_catalog.sum(%s)%s GROUP BY 2", s->is_source ? 0 : 1, s->k1, pb,
-					 s->hash, from.data);
+					 " %s%s GROUP BY 2", s->is_source ? 0 : 1, s->k1, pb,
+					 range_digest_expr(s->hash), from.data);
 	return sql.data;
 }
 
@@ -463,9 +544,9 @@ rows_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p, int *ids)
 	conj = append_from(&from, rd, s, p);
 	pb = append_ranges(&from, rd, s, r, nr, p, conj, ids, RANGE_PREDICATE_MAX);
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT %d, pg_catalog.width_bucket(%s, $%d), pg_catalog.array_agg(%s),"
-					 " pg_catalog.array_agg(%s)%s GROUP BY 2", s->is_source ? 0 : 1, s->k1, pb,
-					 s->k1, s->hash, from.data);
+	appendStringInfo(&sql, "SELECT %d, pg_catalog.width_bucket(%s, $%d), pg_catalog.array_agg(%s ORDER BY %s, %s),"
+					 " %s%s GROUP BY 2", s->is_source ? 0 : 1, s->k1, pb,
+					 s->k1, s->k1, s->hash, row_hashes_expr(s->k1, s->hash), from.data);
 	return sql.data;
 }
 
@@ -478,7 +559,7 @@ local_rows_sql(RemoteDiff *rd, RSide *s, CellRange *r, int nr, Params *p)
 	int		   *ids = palloc(sizeof(int) * Max(nr, 1));
 
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT %s, %s", s->k1, s->hash);
+	appendStringInfo(&sql, "SELECT %s, %s", s->k1, row_hash_expr(s->hash));
 	conj = append_from(&sql, rd, s, p);
 	(void) append_ranges(&sql, rd, s, r, nr, p, conj, ids, RANGE_PREDICATE_MAX);
 	return sql.data;
@@ -505,13 +586,28 @@ special_sql(RemoteDiff *rd, RSide *s, Params *p)
 	return sql.data;
 }
 
+/*
+ * Whether a plan aggregates here, or computes an expression over what a
+ * foreign scan returns (postgres_fdw may push an aggregate down but not
+ * the function around it, and then fetch the aggregate's whole input).
+ */
 static bool
 plan_has_agg(Plan *plan)
 {
+	ListCell   *lc;
+
 	if (plan == NULL)
 		return false;
 	if (IsA(plan, Agg))
 		return true;
+	if (IsA(plan, ForeignScan))
+		foreach(lc, plan->targetlist)
+		{
+			Node	   *e = (Node *) lfirst_node(TargetEntry, lc)->expr;
+
+			if (!IsA(e, Var) && !IsA(e, Const))
+				return true;
+		}
 	return plan_has_agg(plan->lefttree) || plan_has_agg(plan->righttree);
 }
 
@@ -549,11 +645,12 @@ run_query(const char *sql, Params *p)
 	int			nestlevel = NewGUCNestLevel();
 
 	/*
-	 * The planner takes width_bucket() to make as many groups as rows, and
-	 * would sort a local side's rows (to disk) to group them: hash them,
-	 * the groups are few.  The foreign side's query is planned there.
+	 * The ordered aggregates of the checksums sort their input whatever
+	 * the settings; what JIT would compile for the digests' expressions
+	 * costs more than it saves on the ranges of one statement.  The
+	 * foreign side's query is planned there.
 	 */
-	(void) set_config_option("enable_sort", "off", PGC_USERSET, PGC_S_SESSION,
+	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	INSTR_TIME_SET_CURRENT(start);
 	if (SPI_execute_with_args(sql, p->n, p->types, p->values, NULL, true, 0) != SPI_OK_SELECT)
@@ -563,6 +660,113 @@ run_query(const char *sql, Params *p)
 	INSTR_TIME_SUBTRACT(duration, start);
 	elog(DEBUG2, "reconcile diff checksum query (%.1f ms, " UINT64_FORMAT " rows): %.200s",
 		 INSTR_TIME_GET_MILLISEC(duration), SPI_processed, sql);
+}
+
+/* ---------------------------------------------------------------------
+ * What comes back: checked before use
+ *
+ * A foreign server (or a Citus worker) is not trusted: its pg_catalog may
+ * have been changed so that count, array_agg or width_bucket return
+ * anything.  Every value read back is checked for NULL, type, length and
+ * range before it is used, and an error names the server.
+ * ---------------------------------------------------------------------
+ */
+
+static const char *
+side_origin(RemoteDiff *rd, int si)
+{
+	return rd->side[si].origin;
+}
+
+/* The server a result row came from when its side is not known. */
+static const char *
+any_origin(RemoteDiff *rd)
+{
+	if (rd->side[0].foreign || rd->side[0].citus)
+		return rd->side[0].origin;
+	return rd->side[1].origin;
+}
+
+static void pg_attribute_noreturn()
+bad_result(RemoteDiff *rd, const char *origin, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+			 errmsg("%s returned an invalid checksum result comparing \"%s\" and \"%s\"",
+					origin, rd->side[0].name, rd->side[1].name),
+			 errdetail("%s", detail),
+			 errhint("A diff does not trust what another server computes. Check that the server's pg_catalog functions and aggregates are PostgreSQL's own, or compare with the option \"remote\": \"pull\".")));
+}
+
+/* Column col of a result row: of type type, and not NULL unless null_ok. */
+static Datum
+result_value(RemoteDiff *rd, const char *origin, HeapTuple t, TupleDesc desc,
+			 int col, Oid type, bool null_ok, bool *isnull, const char *what)
+{
+	Datum		d;
+
+	if (col > desc->natts || SPI_gettypeid(desc, col) != type)
+		bad_result(rd, origin, psprintf("The %s is not of type %s.", what, format_type_be(type)));
+	d = SPI_getbinval(t, desc, col, isnull);
+	if (*isnull && !null_ok)
+		bad_result(rd, origin, psprintf("The %s is NULL.", what));
+	return d;
+}
+
+static int64
+result_count(RemoteDiff *rd, const char *origin, HeapTuple t, TupleDesc desc, int col)
+{
+	bool		isnull;
+	int64		n = DatumGetInt64(result_value(rd, origin, t, desc, col, INT8OID, false,
+											   &isnull, "row count"));
+
+	if (n <= 0)
+		bad_result(rd, origin, psprintf("A key range's row count is " INT64_FORMAT ".", n));
+	return n;
+}
+
+/* A bytea of exactly len bytes (a digest), copied into out. */
+static void
+result_digest(RemoteDiff *rd, const char *origin, HeapTuple t, TupleDesc desc,
+			  int col, int len, uint8 *out)
+{
+	bool		isnull;
+	bytea	   *v = DatumGetByteaPP(result_value(rd, origin, t, desc, col, BYTEAOID, false,
+												 &isnull, "checksum"));
+
+	if (VARSIZE_ANY_EXHDR(v) != len)
+		bad_result(rd, origin, psprintf("A checksum is %d bytes long instead of %d.",
+										(int) VARSIZE_ANY_EXHDR(v), len));
+	memcpy(out, VARDATA_ANY(v), len);
+}
+
+/*
+ * A one-dimensional array of n elements of type elemtype, none NULL
+ * (n < 0: any number of at least one); returns its elements.
+ */
+static Datum *
+result_array(RemoteDiff *rd, const char *origin, HeapTuple t, TupleDesc desc, int col,
+			 Oid elemtype, int16 len, bool byval, char align, int *n, const char *what)
+{
+	bool		isnull;
+	Datum		d = result_value(rd, origin, t, desc, col, get_array_type(elemtype), false,
+								 &isnull, what);
+	ArrayType  *a = DatumGetArrayTypeP(d);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems;
+
+	if (ARR_NDIM(a) != 1 || ARR_ELEMTYPE(a) != elemtype || ARR_LBOUND(a)[0] != 1)
+		bad_result(rd, origin, psprintf("The %s is not a one-dimensional array of %s.",
+										what, format_type_be(elemtype)));
+	deconstruct_array(a, elemtype, len, byval, align, &elems, &nulls, &nelems);
+	for (int i = 0; i < nelems; i++)
+		if (nulls[i])
+			bad_result(rd, origin, psprintf("The %s has a NULL element.", what));
+	if (nelems == 0 || (*n >= 0 && nelems != *n))
+		bad_result(rd, origin, psprintf("The %s has %d elements.", what, nelems));
+	*n = nelems;
+	return elems;
 }
 
 /* ---------------------------------------------------------------------
@@ -663,8 +867,13 @@ build_grid(RemoteDiff *rd, RSide *s)
 	conj = append_from(&sql, rd, s, &p);
 	appendStringInfo(&sql, "%s%s IS NOT NULL", conj, s->k1);
 	run_query(sql.data, &p);
-	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	MemoryContextSwitchTo(cxt);
+	if (SPI_processed != 1)
+		bad_result(rd, s->origin, "The row count of the grid is not one row.");
+	n = DatumGetInt64(result_value(rd, s->origin, SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+								   1, INT8OID, false, &isnull, "row count"));
+	if (n < 0)
+		bad_result(rd, s->origin, "The row count of the grid is negative.");
 
 	rd->grid = palloc(sizeof(Datum));
 	rd->nbounds = 0;
@@ -705,14 +914,24 @@ build_grid(RemoteDiff *rd, RSide *s)
 		conj = append_from(&sql, rd, s, &p);
 		appendStringInfo(&sql, "%s%s IS NOT NULL", conj, s->k1);
 		run_query(sql.data, &p);
-		arr = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 		MemoryContextSwitchTo(cxt);
+		if (SPI_processed != 1)
+			bad_result(rd, s->origin, "The grid's quantiles are not one row.");
+		arr = result_value(rd, s->origin, SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+						   rd->k1array, true, &isnull, "array of quantiles");
 		if (!isnull)
 		{
 			SortSupport ssup = &spec->keys[0].ssup;
+			ArrayType  *a = DatumGetArrayTypeP(arr);
 
-			deconstruct_array(DatumGetArrayTypeP(arr), rd->k1type, rd->k1len,
+			/* Any bounds make a correct grid, if ascending: the others are skipped. */
+			if (ARR_NDIM(a) > 1 || ARR_ELEMTYPE(a) != rd->k1type)
+				bad_result(rd, s->origin, "The grid's quantiles are not a one-dimensional array of the key's type.");
+			deconstruct_array(a, rd->k1type, rd->k1len,
 							  rd->k1byval, rd->k1align, &elems, &nulls, &nelems);
+			if (nelems > cells)
+				bad_result(rd, s->origin, psprintf("The grid has %d quantiles instead of at most " INT64_FORMAT ".",
+												   nelems, cells - 1));
 			rd->grid = palloc(sizeof(Datum) * Max(nelems, 1));
 			for (int i = 0; i < nelems; i++)
 			{
@@ -764,7 +983,8 @@ find_special(RemoteDiff *rd, RSide *s, bool *marks)
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
-		Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+		Datum		v = result_value(rd, s->origin, SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+									 1, rd->k1type, true, &isnull, "duplicated key");
 
 		CHECK_FOR_INTERRUPTS();
 		if (isnull)
@@ -783,7 +1003,7 @@ find_special(RemoteDiff *rd, RSide *s, bool *marks)
 typedef struct RangeSum
 {
 	int64		count[2];
-	Datum		sum[2];			/* numeric; 0 for an empty range */
+	uint8		digest[2][RANGE_DIGEST_LEN];	/* zeros for an empty range */
 } RangeSum;
 
 /* A side's part of a checksum statement: its cell ranges and buckets. */
@@ -833,33 +1053,63 @@ run_parts(RemoteDiff *rd, Part *parts, bool nulls, int max_pred, bool rows,
 	run_query(sql.data, p);
 }
 
-/* The range a result row of run_parts is about: sets *si, returns -1 for a NULL key. */
+/*
+ * The range a result row of run_parts is about: sets *si, returns -1 for a
+ * NULL key (when nulls).  seen[si][range] marks the ranges already
+ * answered: one row for each at most.
+ */
 static int
-part_row(Part *parts, HeapTuple t, TupleDesc desc, int *si, bool nulls)
+part_row(RemoteDiff *rd, Part *parts, HeapTuple t, TupleDesc desc, int *si, bool nulls,
+		 bool **seen)
 {
 	bool		isnull;
 	int			id;
+	int			k;
+	const char *origin = any_origin(rd);
 
-	*si = DatumGetInt32(SPI_getbinval(t, desc, 1, &isnull));
+	*si = DatumGetInt32(result_value(rd, origin, t, desc, 1, INT4OID, true, &isnull, "side"));
 	if (isnull || *si < 0 || *si > 1 || parts[*si].nr < 0)
-		elog(ERROR, "checksum query returned an unexpected side");
-	id = DatumGetInt32(SPI_getbinval(t, desc, 2, &isnull));
+		bad_result(rd, origin, "A result row names no side of the diff.");
+	origin = side_origin(rd, *si);
+	id = DatumGetInt32(result_value(rd, origin, t, desc, 2, INT4OID, true, &isnull, "bucket"));
 	if (isnull && nulls)
-		return -1;
-	if (isnull || id < 0 || id > parts[*si].maxid || parts[*si].byid[id] < 0)
-		elog(ERROR, "checksum query returned an unexpected bucket %d", id);
-	return parts[*si].byid[id];
+		k = -1;
+	else if (isnull || id < 0 || id > parts[*si].maxid || parts[*si].byid[id] < 0)
+		bad_result(rd, origin, isnull ? "A bucket is NULL." :
+				   psprintf("Bucket %d is not one of the key ranges asked for.", id));
+	else
+		k = parts[*si].byid[id];
+	if (seen)
+	{
+		bool	   *s = &seen[*si][k + 1];
+
+		if (*s)
+			bad_result(rd, origin, "Two result rows answer for the same key range.");
+		*s = true;
+	}
+	return k;
+}
+
+static bool **
+seen_marks(Part *parts)
+{
+	bool	  **seen = palloc(sizeof(bool *) * 2);
+
+	for (int si = 0; si < 2; si++)
+		seen[si] = palloc0(sizeof(bool) * (Max(parts[si].nr, 0) + 1));
+	return seen;
 }
 
 /*
- * Counts and sums of the ranges of each side's part: out[si][range].
+ * Counts and checksums of the ranges of each side's part: out[range].
  * Rows with a NULL first key set rd->nulls when nulls is set.
  */
 static void
-checksum_parts(RemoteDiff *rd, Part *parts, RangeSum **out, bool nulls, int max_pred)
+checksum_parts(RemoteDiff *rd, Part *parts, RangeSum *out, bool nulls, int max_pred)
 {
 	Params		p;
 	MemoryContext cxt = CurrentMemoryContext;
+	bool	  **seen = seen_marks(parts);
 
 	params_init(&p);
 	run_parts(rd, parts, nulls, max_pred, false, &p);
@@ -867,35 +1117,28 @@ checksum_parts(RemoteDiff *rd, Part *parts, RangeSum **out, bool nulls, int max_
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	t = SPI_tuptable->vals[i];
-		bool		isnull;
+		TupleDesc	desc = SPI_tuptable->tupdesc;
 		int			si;
-		int			k = part_row(parts, t, SPI_tuptable->tupdesc, &si, nulls);
-		Datum		sum;
+		int			k = part_row(rd, parts, t, desc, &si, nulls, seen);
+		int64		n = result_count(rd, side_origin(rd, si), t, desc, 3);
 
+		CHECK_FOR_INTERRUPTS();
 		if (k < 0)
 		{
 			rd->nulls = true;
 			continue;
 		}
-		out[si][k].count[si] = DatumGetInt64(SPI_getbinval(t, SPI_tuptable->tupdesc, 3, &isnull));
-		sum = SPI_getbinval(t, SPI_tuptable->tupdesc, 4, &isnull);
-		out[si][k].sum[si] = isnull ? (Datum) 0 : datumCopy(sum, false, -1);
+		out[k].count[si] = n;
+		result_digest(rd, side_origin(rd, si), t, desc, 4, RANGE_DIGEST_LEN, out[k].digest[si]);
 	}
 	SPI_freetuptable(SPI_tuptable);
 }
 
 static bool
-sums_equal(Datum a, Datum b)
-{
-	if (a == (Datum) 0 || b == (Datum) 0)
-		return a == b;
-	return DatumGetBool(DirectFunctionCall2(numeric_eq, a, b));
-}
-
-static bool
 range_same(RemoteDiff *rd, RangeSum *s, CellRange *r)
 {
-	return s->count[0] == s->count[1] && sums_equal(s->sum[0], s->sum[1]) &&
+	return s->count[0] == s->count[1] &&
+		memcmp(s->digest[0], s->digest[1], RANGE_DIGEST_LEN) == 0 &&
 		rd->special[r->hi] == rd->special[r->lo];
 }
 
@@ -929,53 +1172,14 @@ all_cells(RemoteDiff *rd)
 }
 
 /*
- * The local side's checksums of every cell, from one pass: prefix counts
- * and numeric prefix sums, from which any range's are taken without
- * reading its rows again.
- */
-typedef struct LeafSums
-{
-	int64	   *count;			/* count[i]: rows in cells [0, i) */
-	Datum	   *sum;			/* numeric sum of their hashes */
-} LeafSums;
-
-static LeafSums *
-leaf_sums(RemoteDiff *rd, RangeSum *cells, int si)
-{
-	LeafSums   *ls = palloc(sizeof(LeafSums));
-	Datum		zero = DirectFunctionCall1(int4_numeric, Int32GetDatum(0));
-
-	ls->count = palloc(sizeof(int64) * (rd->ncells + 1));
-	ls->sum = palloc(sizeof(Datum) * (rd->ncells + 1));
-	ls->count[0] = 0;
-	ls->sum[0] = zero;
-	for (int i = 0; i < rd->ncells; i++)
-	{
-		ls->count[i + 1] = ls->count[i] + cells[i].count[si];
-		ls->sum[i + 1] = cells[i].sum[si] == (Datum) 0 ? ls->sum[i]
-			: DirectFunctionCall2(numeric_add, ls->sum[i], cells[i].sum[si]);
-	}
-	return ls;
-}
-
-static void
-range_from_leaves(LeafSums *ls, CellRange *r, RangeSum *out, int si)
-{
-	out->count[si] = ls->count[r->hi] - ls->count[r->lo];
-	out->sum[si] = out->count[si] == 0 ? (Datum) 0
-		: DirectFunctionCall2(numeric_sub, ls->sum[r->hi], ls->sum[r->lo]);
-}
-
-/*
  * Compare the ranges level by level; matched ranges go into the counts,
  * differing single cells into fetch.  Returns the number of cells to read.
  *
- * The first level also counts rows with a NULL first key.  A local side
- * is read once, at the first level, for the checksums of every cell, and
- * the deeper levels take its sums from those; a foreign side computes
- * each level's ranges on its server (sending every cell's checksums at
- * once would cost more bytes than the levels when few ranges differ).
- * With leaves, the first level is already the cells.
+ * The first level also counts rows with a NULL first key.  Each level's
+ * ranges are computed on each side's server (a range's checksum is not
+ * the sum of its cells', so a local side is asked again at each level,
+ * for the ranges still in question only).  With leaves, the first level
+ * is already the cells.
  */
 static int
 compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch, bool leaves)
@@ -985,8 +1189,6 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch, bool leaves
 	int			nr;
 	CellRange  *cur;
 	CellRange	all = {0, rd->ncells};
-	CellRange  *every = NULL;
-	LeafSums   *local[2] = {NULL, NULL};
 	bool		top = true;		/* the first level also looks for NULL keys */
 
 	if (leaves)
@@ -1002,8 +1204,6 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch, bool leaves
 	while (nr > 0)
 	{
 		RangeSum   *sums = palloc0(sizeof(RangeSum) * nr);
-		RangeSum   *cells = NULL;
-		RangeSum   *out[2];
 		Part		parts[2];
 		/* the ranges of a level are disjoint: at most one a cell */
 		CellRange  *next = palloc(sizeof(CellRange) *
@@ -1013,35 +1213,10 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch, bool leaves
 		CHECK_FOR_INTERRUPTS();
 		for (int si = 0; si < 2; si++)
 		{
-			out[si] = sums;
-			parts[si].nr = -1;
-			if (local[si])
-				continue;		/* from the leaves */
-			if (top && !rd->side[si].foreign)
-			{
-				if (every == NULL)
-					every = leaves ? cur : all_cells(rd);
-				if (cells == NULL)
-					cells = palloc0(sizeof(RangeSum) * rd->ncells);
-				parts[si].r = every;
-				parts[si].nr = rd->ncells;
-				out[si] = cells;
-			}
-			else
-			{
-				parts[si].r = cur;
-				parts[si].nr = nr;
-			}
+			parts[si].r = cur;
+			parts[si].nr = nr;
 		}
-		checksum_parts(rd, parts, out, top, RANGE_PREDICATE_MAX);
-		for (int si = 0; si < 2; si++)
-		{
-			if (top && !rd->side[si].foreign)
-				local[si] = leaf_sums(rd, cells, si);
-			if (local[si])
-				for (int i = 0; i < nr; i++)
-					range_from_leaves(local[si], &cur[i], &sums[i], si);
-		}
+		checksum_parts(rd, parts, sums, top, RANGE_PREDICATE_MAX);
 		top = false;
 		for (int i = 0; i < nr; i++)
 		{
@@ -1072,7 +1247,7 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch, bool leaves
 #define PROBE_CELLS 64
 
 /*
- * How many of PROBE_CELLS cells spread evenly over the grid differ: a
+ * How many of PROBE_CELLS cells spread over the grid differ: a
  * cheap estimate of the share of cells that differ, read through the
  * cells' key ranges (an index serves them).
  */
@@ -1082,13 +1257,22 @@ probe(RemoteDiff *rd, int *nprobe)
 	int			n = Min(PROBE_CELLS, rd->ncells);
 	CellRange  *r = palloc(sizeof(CellRange) * n);
 	RangeSum   *sums = palloc0(sizeof(RangeSum) * n);
-	RangeSum   *out[2] = {sums, sums};
 	Part		parts[2];
 	int			differ = 0;
 
 	for (int i = 0; i < n; i++)
 	{
-		r[i].lo = (int) ((int64) rd->ncells * i / n + (int64) rd->ncells / n / 2);
+		/*
+		 * One cell in each of n equal strides, at a place within it that
+		 * moves from stride to stride (the golden ratio's fractions): at a
+		 * fixed place, differences spaced as regularly as the strides
+		 * (every thousandth key) would all be missed, or all be hit.
+		 */
+		int64		stride = (int64) rd->ncells / n;
+		double		frac = (double) (i + 1) * 0.6180339887498949;
+
+		frac -= (double) (int64) frac;
+		r[i].lo = (int) ((int64) rd->ncells * i / n + (int64) (frac * (double) stride));
 		r[i].hi = r[i].lo + 1;
 	}
 	for (int si = 0; si < 2; si++)
@@ -1096,7 +1280,7 @@ probe(RemoteDiff *rd, int *nprobe)
 		parts[si].r = r;
 		parts[si].nr = n;
 	}
-	checksum_parts(rd, parts, out, false, PROBE_CELLS);
+	checksum_parts(rd, parts, sums, false, PROBE_CELLS);
 	for (int i = 0; i < n; i++)
 		if (!range_same(rd, &sums[i], &r[i]))
 			differ++;
@@ -1169,7 +1353,7 @@ fetch_cells(RemoteDiff *rd, CellRange *cells, int ncells, Tuplestorestate *ts,
 typedef struct RowHash
 {
 	Datum		key;
-	int64		hash;
+	uint8		hash[ROW_HASH_LEN];
 } RowHash;
 
 static SortSupport sort_ssup;
@@ -1181,10 +1365,25 @@ row_hash_cmp(const void *a, const void *b)
 							   ((const RowHash *) b)->key, false, sort_ssup);
 }
 
+static void
+row_hash_add(RemoteDiff *rd, RowHash **out, int64 *n, int64 *cap, int si, Datum key,
+			 const uint8 *hash)
+{
+	if (n[si] >= cap[si])
+	{
+		cap[si] *= 2;
+		out[si] = repalloc_huge(out[si], sizeof(RowHash) * cap[si]);
+	}
+	out[si][n[si]].key = datumCopy(key, rd->k1byval, rd->k1len);
+	memcpy(out[si][n[si]].hash, hash, ROW_HASH_LEN);
+	n[si]++;
+}
+
 /*
  * Every key and row hash of both sides in the given cells, each side's
  * sorted by key: a foreign side's as arrays, one row per range, a local
- * side's row by row.
+ * side's row by row.  A key from another server must lie in the range it
+ * was returned for.
  */
 static void
 row_hashes(RemoteDiff *rd, CellRange *cells, int ncells, RowHash **out, int64 *n)
@@ -1214,6 +1413,7 @@ row_hashes(RemoteDiff *rd, CellRange *cells, int ncells, RowHash **out, int64 *n
 		Params		lp;
 		char	   *sql;
 		Portal		portal;
+		const char *origin = side_origin(rd, si);
 
 		if (rd->side[si].foreign)
 			continue;
@@ -1228,19 +1428,20 @@ row_hashes(RemoteDiff *rd, CellRange *cells, int ncells, RowHash **out, int64 *n
 			if (SPI_processed == 0)
 				break;
 			tt = SPI_tuptable;
-			if (n[si] + (int64) SPI_processed > cap[si])
-			{
-				cap[si] = Max(cap[si] * 2, n[si] + (int64) SPI_processed);
-				out[si] = repalloc_huge(out[si], sizeof(RowHash) * cap[si]);
-			}
 			for (uint64 i = 0; i < SPI_processed; i++)
 			{
 				bool		isnull;
+				Datum		key;
+				bytea	   *h;
 
 				CHECK_FOR_INTERRUPTS();
-				out[si][n[si]].key = datumCopy(SPI_getbinval(tt->vals[i], tt->tupdesc, 1, &isnull),
-											   rd->k1byval, rd->k1len);
-				out[si][n[si]++].hash = DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &isnull));
+				key = result_value(rd, origin, tt->vals[i], tt->tupdesc, 1, rd->k1type, false,
+								   &isnull, "key");
+				h = DatumGetByteaPP(result_value(rd, origin, tt->vals[i], tt->tupdesc, 2, BYTEAOID,
+												 false, &isnull, "row hash"));
+				if (VARSIZE_ANY_EXHDR(h) != ROW_HASH_LEN)
+					bad_result(rd, origin, "A row hash is not 16 bytes long.");
+				row_hash_add(rd, out, n, cap, si, key, (uint8 *) VARDATA_ANY(h));
 			}
 			SPI_freetuptable(tt);
 		}
@@ -1249,38 +1450,45 @@ row_hashes(RemoteDiff *rd, CellRange *cells, int ncells, RowHash **out, int64 *n
 	}
 	if (parts[0].nr >= 0 || parts[1].nr >= 0)
 	{
+		bool	  **seen = seen_marks(parts);
+
 		run_parts(rd, parts, false, RANGE_PREDICATE_MAX, true, &p);
 		MemoryContextSwitchTo(cxt);
 		tt = SPI_tuptable;
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
-			bool		isnull;
 			Datum	   *keys;
-			Datum	   *hashes;
-			int			nk,
-						nh,
-						si;
+			uint8	   *hashes;
+			bool		isnull;
+			bytea	   *h;
+			int			nk = -1,
+						si,
+						k;
+			const char *origin;
+			CellRange  *r;
 
 			CHECK_FOR_INTERRUPTS();
-			(void) part_row(parts, tt->vals[i], tt->tupdesc, &si, false);
-			deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tt->vals[i], tt->tupdesc, 3, &isnull)),
-							  rd->k1type, rd->k1len, rd->k1byval, rd->k1align, &keys, NULL, &nk);
-			deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tt->vals[i], tt->tupdesc, 4, &isnull)),
-							  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &hashes, NULL, &nh);
-			if (nk != nh)
-				elog(ERROR, "row hash query returned %d keys and %d hashes", nk, nh);
-			if (n[si] + nk > cap[si])
-			{
-				cap[si] = Max(cap[si] * 2, n[si] + nk);
-				out[si] = repalloc_huge(out[si], sizeof(RowHash) * cap[si]);
-			}
+			k = part_row(rd, parts, tt->vals[i], tt->tupdesc, &si, false, seen);
+			origin = side_origin(rd, si);
+			r = &parts[si].r[k];
+			keys = result_array(rd, origin, tt->vals[i], tt->tupdesc, 3, rd->k1type, rd->k1len,
+								rd->k1byval, rd->k1align, &nk, "array of keys");
+			h = DatumGetByteaPP(result_value(rd, origin, tt->vals[i], tt->tupdesc, 4, BYTEAOID,
+											 false, &isnull, "string of row hashes"));
+			if (VARSIZE_ANY_EXHDR(h) != (Size) nk * ROW_HASH_LEN)
+				bad_result(rd, origin, psprintf("There are %d bytes of row hashes for %d keys.",
+												(int) VARSIZE_ANY_EXHDR(h), nk));
+			hashes = (uint8 *) VARDATA_ANY(h);
 			for (int j = 0; j < nk; j++)
 			{
-				out[si][n[si]].key = datumCopy(keys[j], rd->k1byval, rd->k1len);
-				out[si][n[si]++].hash = DatumGetInt64(hashes[j]);
+				int			cell = cell_of(rd, keys[j]);
+
+				/* A collatable key may be ordered otherwise there. */
+				if ((cell < r->lo || cell >= r->hi) && !OidIsValid(rd->spec->keys[0].collation))
+					bad_result(rd, origin, "A key lies outside the key range it was returned for.");
+				row_hash_add(rd, out, n, cap, si, keys[j], hashes + (Size) j * ROW_HASH_LEN);
 			}
 			pfree(keys);
-			pfree(hashes);
 		}
 		SPI_freetuptable(tt);
 	}
@@ -1338,7 +1546,7 @@ differing_keys(RemoteDiff *rd, CellRange *cells, int ncells, DiffCounts *counts)
 		if (c >= 0)
 			while (je < nt && ApplySortComparator(t[je].key, false, key, false, ssup) == 0)
 				je++;
-		if (ie - i == 1 && je - j == 1 && s[i].hash == t[j].hash)
+		if (ie - i == 1 && je - j == 1 && memcmp(s[i].hash, t[j].hash, ROW_HASH_LEN) == 0)
 		{
 			counts->matched++;
 			counts->rows_source++;
@@ -1395,6 +1603,85 @@ checksum_error_context(void *arg)
 			   rd->side[0].name, rd->side[1].name);
 }
 
+/*
+ * Whether the remote columns are of the foreign table's declared types,
+ * which the digests' functions assume: the remote server parses
+ * array_larger(ARRAY[col], '{}'::declared[]), which takes two arrays of
+ * one type exactly, over one row, and replace() of its strings, which a
+ * nondeterministic collation refuses.  A remote char(6) declared text,
+ * or bigint declared integer, is refused there.  Returns
+ * why not, or NULL when they are.
+ */
+static const char *
+remote_type_mismatch(RemoteDiff *rd, RSide *s, Oid relid)
+{
+	DiffSpec   *spec = rd->spec;
+	StringInfoData sql;
+	const char *sep = " WHERE ";
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	const char *why = NULL;
+	Params		p;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT NULL FROM %s", s->rel);
+	for (int i = 0; i < spec->nkeys + spec->ncols; i++)
+	{
+		DiffColumn *c = i < spec->nkeys ? &spec->keys[i] : &spec->cols[i - spec->nkeys];
+		const char *name = s->is_source ? c->name : c->tname;
+		AttrNumber	att = get_attnum(relid, name);
+		Oid			type;
+
+		if (att <= 0)
+			continue;
+		/* A domain's base type: the remote may not have the domain. */
+		type = getBaseType(get_atttype(relid, att));
+		if (!OidIsValid(get_array_type(type)))
+			continue;
+		appendStringInfo(&sql, "%spg_catalog.array_larger(ARRAY[%s], '{}'::%s[]) IS NOT NULL",
+						 sep, quote_identifier(name), format_type_be_qualified(type));
+		sep = " AND ";
+		/* A remote nondeterministic collation: replace() refuses it. */
+		if (TypeCategory(getBaseType(type)) == TYPCATEGORY_STRING)
+			appendStringInfo(&sql, " AND pg_catalog.replace(%s, E'\\\\', E'\\\\\\\\') IS DISTINCT FROM E'\\\\'",
+							 quote_identifier(name));
+	}
+	/* Always true, for one row: with LIMIT 0, the query might not be sent. */
+	appendStringInfoString(&sql, " LIMIT 1");
+	params_init(&p);
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		run_query(sql.data, &p);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		/* Only the remote's "no such function": others are errors of their own. */
+		if (edata->sqlerrcode != ERRCODE_UNDEFINED_FUNCTION &&
+			edata->sqlerrcode != ERRCODE_DATATYPE_MISMATCH &&
+			edata->sqlerrcode != ERRCODE_AMBIGUOUS_FUNCTION &&
+			edata->sqlerrcode != ERRCODE_FEATURE_NOT_SUPPORTED)
+			ReThrowError(edata);
+		why = psprintf("A column of foreign table \"%s\" is of another type or collation on %s than declared (the remote server said: %s).",
+					   s->name, s->origin, edata->message);
+	}
+	PG_END_TRY();
+	return why;
+}
+
 /* Why the checksums cannot be used: an error, or a quiet fall back. */
 static bool
 cannot_checksum(DiffSpec *spec, const char *why)
@@ -1438,6 +1725,28 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 			s->citus = kind == CITUS_DISTRIBUTED || kind == CITUS_SINGLE_SHARD;
 		}
 		s->k1 = i == 0 ? spec->keys[0].sexpr : spec->keys[0].texpr;
+
+		/*
+		 * Ranges, buckets and orders of the first key column of a side on
+		 * this server in the diff's key collation, as the grid and the
+		 * merge compare it.  Not on a foreign side: postgres_fdw sends no
+		 * COLLATE, and a row that falls in another cell there than here
+		 * makes both cells differ, which reads them.
+		 */
+		{
+			Oid			own = i == 0 ? spec->keys[0].scollation : spec->keys[0].tcollation;
+			Oid			coll = spec->keys[0].collation;
+
+			if (!s->foreign && OidIsValid(coll) && own != coll)
+				s->k1 = psprintf("(%s) COLLATE %s", s->k1, collation_quoted_name(coll));
+		}
+		if (s->foreign)
+			s->origin = psprintf("foreign server \"%s\"",
+								 GetForeignServer(GetForeignTable(rels[i])->serverid)->servername);
+		else if (s->citus)
+			s->origin = psprintf("the Citus workers of \"%s\"", s->name);
+		else
+			s->origin = "this server";
 		any_spread |= s->foreign || s->citus;
 	}
 	if (spec->remote_mode == DIFF_REMOTE_PULL || !any_spread)
@@ -1445,7 +1754,7 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 
 	for (int i = 0; i < 2; i++)
 	{
-		rd->side[i].hash = row_hash_expr(spec, i == 0, &why);
+		rd->side[i].hash = row_digest_expr(spec, i == 0, &why);
 		if (rd->side[i].hash == NULL)
 			return cannot_checksum(spec, why);
 		unique[i] = !rd->side[i].foreign && keys_unique(spec, rels[i], i == 0);
@@ -1465,6 +1774,31 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 		return cannot_checksum(spec, psprintf("Key column \"%s\" is of a type without an array type.",
 											  spec->keys[0].name));
 	get_typlenbyvalalign(rd->k1type, &rd->k1len, &rd->k1byval, &rd->k1align);
+
+	/* The remote columns must be of the types the digests assume. */
+	for (int i = 0; i < 2; i++)
+	{
+		ErrorContextCallback errcb;
+
+		if (!rd->side[i].foreign)
+			continue;
+		errcb.callback = checksum_error_context;
+		errcb.arg = rd;
+		errcb.previous = error_context_stack;
+		error_context_stack = &errcb;
+		why = remote_type_mismatch(rd, &rd->side[i], rels[i]);
+		error_context_stack = errcb.previous;
+		if (why != NULL)
+		{
+			if (spec->remote_mode != DIFF_REMOTE_CHECKSUM)
+				ereport(NOTICE,
+						(errmsg("diff of \"%s\" and \"%s\" reads every row of \"%s\" instead of comparing checksums",
+								spec->sname, spec->tname, rd->side[i].name),
+						 errdetail("%s", why),
+						 errhint("Declare the foreign table's columns with the remote columns' types.")));
+			return cannot_checksum(spec, why);
+		}
+	}
 
 	/*
 	 * Every query on a foreign side must be computed there.  Citus computes

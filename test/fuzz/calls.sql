@@ -257,14 +257,16 @@ BEGIN
         pg_temp.manifest(p.staged, p.objects), pg_temp.pick('words', 'text'), pg_temp.pick('words', 'text'),
         CASE WHEN random() < 0.4 THEN ', ' || pg_temp.options(p.cols, 'load') ELSE '' END)
     WHEN f = 8 THEN format('SELECT * FROM reconcile_diff(%s, %s, %s, %s)', rel,
-        CASE WHEN deep THEN pg_temp.lit(pg_temp.one('customer_copy', p.staged, p.target), 'regclass')
+        CASE WHEN deep THEN pg_temp.lit(pg_temp.one('customer_copy', p.staged, p.target, 'remote_customer',
+                                                         'hostile_customer', 'remote_wide'), 'regclass')
              ELSE pg_temp.pick('rels', 'regclass') END,
         CASE WHEN deep THEN pg_temp.lit(pg_temp.one('{customer_id}', '{name}', '{region,account_no}', '{version}',
                                                          '{' || p.cols[1] || '}', '{' || p.cols[2] || '}'), 'text[]')
              ELSE pg_temp.pick('name_lists', 'text[]') END,
         pg_temp.options(p.cols, 'diff'))
     WHEN f = 9 THEN format('SELECT * FROM reconcile_diff_summary(%s, %s, %s, %s)', rel,
-        CASE WHEN deep THEN pg_temp.lit(pg_temp.one('customer_copy', p.staged, p.target), 'regclass')
+        CASE WHEN deep THEN pg_temp.lit(pg_temp.one('customer_copy', p.staged, p.target, 'remote_customer',
+                                                         'hostile_customer', 'remote_wide'), 'regclass')
              ELSE pg_temp.pick('rels', 'regclass') END,
         CASE WHEN deep THEN pg_temp.lit(pg_temp.one('{customer_id}', '{name}', '{region,account_no}', '{event_id,at}',
                                                          '{' || p.cols[1] || '}', '{' || p.cols[3] || '}'), 'text[]')

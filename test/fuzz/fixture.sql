@@ -223,6 +223,30 @@ INSERT INTO customer_stage VALUES
 SELECT status, staged_rows, inserted, rejected FROM reconcile_batch('customer', 'customer_stage',
     '[{"object_key":"crm/part-0004.csv","version_id":"1","content_hash":"sha256:04","rows":2}]');
 
+-- ---- the other servers: postgres_fdw to test/fuzz/remote.sql's databases ----
+RESET ROLE;
+CREATE EXTENSION postgres_fdw;
+CREATE SERVER fuzz_remote FOREIGN DATA WRAPPER postgres_fdw
+    OPTIONS (host :'fdw_host', port :'fdw_port', dbname :'remote_db');
+CREATE SERVER fuzz_hostile FOREIGN DATA WRAPPER postgres_fdw
+    OPTIONS (host :'fdw_host', port :'fdw_port', dbname :'hostile_db');
+CREATE USER MAPPING FOR PUBLIC SERVER fuzz_remote OPTIONS (user :'fdw_user', password_required 'false');
+CREATE USER MAPPING FOR PUBLIC SERVER fuzz_hostile OPTIONS (user :'fdw_user', password_required 'false');
+-- Without tags (text[] has no canonical form for the checksums).
+CREATE FOREIGN TABLE remote_customer (customer_id bigint, name text, amount numeric(12,2),
+    updated_at timestamptz, version bigint, is_deleted boolean, payload_hash bytea)
+    SERVER fuzz_remote OPTIONS (table_name 'customer');
+CREATE FOREIGN TABLE hostile_customer (customer_id bigint, name text, amount numeric(12,2),
+    updated_at timestamptz, version bigint, is_deleted boolean, payload_hash bytea)
+    SERVER fuzz_hostile OPTIONS (table_name 'customer');
+-- Declared otherwise than the remote's integer, char(8) and real.
+CREATE FOREIGN TABLE remote_wide (customer_id bigint, name text, amount float8)
+    SERVER fuzz_remote OPTIONS (table_name 'wide');
+ALTER FOREIGN TABLE remote_customer OWNER TO reconcile_fuzz_owner;
+ALTER FOREIGN TABLE hostile_customer OWNER TO reconcile_fuzz_owner;
+ALTER FOREIGN TABLE remote_wide OWNER TO reconcile_fuzz_owner;
+SET ROLE reconcile_fuzz_owner;
+
 -- ---- diff jobs and runs ----
 INSERT INTO customer_copy SELECT * FROM customer WHERE customer_id % 4 <> 0;
 UPDATE customer_copy SET amount = amount + 1 WHERE customer_id % 5 = 0;
@@ -233,7 +257,9 @@ INSERT INTO reconcile.diff_jobs VALUES
     ('windowed', 'customer', 'customer_copy', '{customer_id}',
      '{"updated_column": "updated_at", "window": ["2026-11-01", null], "cutoff": "source_max"}'),
     ('broken', 'no_such_table', 'customer', '{customer_id}', NULL),
-    ('badopt', 'customer', 'customer_copy', '{customer_id}', '{"compair": ["name"]}');
+    ('badopt', 'customer', 'customer_copy', '{customer_id}', '{"compair": ["name"]}'),
+    ('remote', 'public.customer', 'public.remote_customer', '{customer_id}', '{"remote": "checksum"}'),
+    ('hostile', 'public.hostile_customer', 'public.customer', '{customer_id}', '{"leaf_rows": 8}');
 -- Each job on its own: a job that cannot run may be recorded as failed or
 -- refused outright, and the fixture wants the others' runs either way.
 DO $$
@@ -275,6 +301,7 @@ RESET ROLE;
 CREATE TEMP TABLE rels AS
 SELECT row_number() OVER () AS i, r FROM unnest(ARRAY[
     'customer', 'account', 'ledger', 'event', 'event_2025', 'plain', 'customer_copy',
+    'remote_customer', 'hostile_customer', 'remote_wide',
     'customer_stage', 'customer_stage_typed', 'customer_stage_view', 'account_stage',
     'event_stage', 'ledger_stage', 'fuzz.pool', 'odd', 'customer_pkey', 'reconcile.receipts',
     'reconcile.targets', 'reconcile.diff_runs', 'reconcile.batch_progress',

@@ -2,6 +2,11 @@
 # The fuzz test: random SQL against a database holding reconcile with state
 # in every table (test/fuzz/fixture.sql), failing only if the server crashed.
 #
+# The fixture also diffs across servers: postgres_fdw foreign tables on two
+# more databases of the cluster (test/fuzz/remote.sql), one honest and one
+# hostile, whose planted pg_catalog functions answer the checksum queries
+# with NULLs, wrong shapes, lengths and buckets.
+#
 #   1. targeted calls (test/fuzz/calls.sql): every reconcile_* function with
 #      random, NULL, huge, negative, malformed and odd-typed arguments, as the
 #      owner of the targets and as a role that may only read one of them;
@@ -152,11 +157,23 @@ run_statements() {
 	return 0
 }
 
+# The fuzz database, and the two it diffs against through postgres_fdw
+# (test/fuzz/remote.sql): an honest remote and a hostile one.
 setup_db() {
-	log "fuzz: database $db from test/fuzz/fixture.sql"
-	psql -X -q -d postgres -c "SET client_min_messages = warning" \
-		-c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" -c "CREATE DATABASE \"$db\"" &&
-		psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f "$FUZZ_DIR/fixture.sql" >"$out/fixture.out" 2>&1
+	local d
+	log "fuzz: database $db from test/fuzz/fixture.sql, ${db}_remote and ${db}_hostile from test/fuzz/remote.sql"
+	for d in "$db" "${db}_remote" "${db}_hostile"; do
+		psql -X -q -d postgres -c "SET client_min_messages = warning" \
+			-c "DROP DATABASE IF EXISTS \"$d\" WITH (FORCE)" -c "CREATE DATABASE \"$d\"" || return 1
+	done
+	psql -X -q -v ON_ERROR_STOP=1 -v hostile=0 -d "${db}_remote" -f "$FUZZ_DIR/remote.sql" \
+		>"$out/remote.out" 2>&1 &&
+		psql -X -q -v ON_ERROR_STOP=1 -v hostile=1 -d "${db}_hostile" -f "$FUZZ_DIR/remote.sql" \
+			>>"$out/remote.out" 2>&1 &&
+		psql -X -q -v ON_ERROR_STOP=1 -v fdw_host="$PGHOST" -v fdw_port="$PGPORT" \
+			-v fdw_user="$(psql -X -A -t -q -d postgres -c 'SELECT current_user')" \
+			-v remote_db="${db}_remote" -v hostile_db="${db}_hostile" \
+			-d "$db" -f "$FUZZ_DIR/fixture.sql" >"$out/fixture.out" 2>&1
 }
 
 gen_calls() {  # gen_calls ROLE SEED: write $out/calls-ROLE.sql
@@ -281,7 +298,9 @@ main() {
 		printf '==> fuzz: no crash, but a step could not run (see above); outputs in %s\n' "$out"
 	fi
 	if [ "$keep_db" -eq 0 ] && [ "$status" -eq 0 ]; then
-		psql -X -q -d postgres -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1
+		for d in "$db" "${db}_remote" "${db}_hostile"; do
+			psql -X -q -d postgres -c "DROP DATABASE IF EXISTS \"$d\" WITH (FORCE)" >/dev/null 2>&1
+		done
 	fi
 	return "$status"
 }
