@@ -365,6 +365,14 @@ INSERT INTO late_stage SELECT 'cc', g, 'UPSERT', 1000 + g, 1, 'free ' || g FROM 
 	is($coord->safe_psql('pushed', q{SET statement_timeout = '60s'; SELECT status, inserted FROM reconcile_batch('late', 'late_stage',
   '[{"object_key":"cc","version_id":"1","content_hash":"h","rows":200}]', NULL, NULL, '{"citus_merge": "workers"}')}),
 		'committed|200', 'a batch into a co-located target commits while another is held before its commit');
+	# A diff of the held batch's target, by checksums on the shards, does not
+	# wait for the batch either: it reads the target as it was before it.
+	is($coord->safe_psql('pushed', q{SET statement_timeout = '60s';
+SELECT count(*) FROM reconcile_diff('hashed', 'hashed', '{id}', '{"remote": "checksum"}')}),
+		'0', 'a checksum diff of the held target runs while its batch is held');
+	is($coord->safe_psql('pushed', q{SET statement_timeout = '60s';
+SELECT count(*) FROM hashed WHERE val LIKE 'held %'}),
+		'0', 'and sees none of the held batch\'s rows');
 	$holder->query_safe("SELECT pg_advisory_unlock($pk)");
 	$holder->quit;
 	$held->quit;
