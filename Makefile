@@ -3,7 +3,9 @@
 
 EXTENSION = reconcile
 MODULE_big = reconcile
-OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
+# Sources by product: src/reconcile.c (the library's entry) and one folder
+# each for common/, loader/, diff/, rules/ and objects/ (src/README.md).
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c src/*/*.c)))
 DATA = $(sort $(wildcard reconcile--*.sql))
 
 # Every file under sql/ is a pg_regress test named for the feature it covers.
@@ -15,11 +17,11 @@ ISOLATION = $(basename $(notdir $(sort $(wildcard test/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test/isolation
 
 PG_CONFIG ?= pg_config
-PG_CPPFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
+PG_CPPFLAGS = -I$(srcdir)/src -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
 	-Wno-missing-field-initializers -Wno-cast-function-type
 
 # Payload hashes use OpenSSL's SHA-256 directly when the server was built
-# with OpenSSL (src/sha256.c); LIBS comes from PGXS's Makefile.global.
+# with OpenSSL (src/common/sha256.c); LIBS comes from PGXS's Makefile.global.
 SHLIB_LINK = $(filter -lcrypto,$(LIBS))
 # Staging from object storage (src/objects_*.c): libcurl for HTTP, libxml2
 # (which the server links) for S3's XML answers, zlib for gzip'd objects.
@@ -42,7 +44,7 @@ include $(PGXS)
 
 # PGXS does not track header dependencies: rebuild every object when a
 # header changes, so no object is built against an old struct layout.
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard src/*.h src/*/*.h)
 
 # The version script (EXPORTS above) is made before the library is linked.
 $(EXPORTS): $(OBJS:.o=.c) tools/exports.sh

@@ -272,7 +272,7 @@ UPDATE reconcile.diff_runs r SET reader_dependent = false
 -- does: table SELECT, no row-level security restricting it there, and every
 -- foreign table of a side (itself, a partition or an inheritance child)
 -- read through its server's PUBLIC user mapping.  In C: the policies call
--- it for every run read (src/diff_run.c).
+-- it for every run read (src/diff/diff_run.c).
 CREATE FUNCTION reconcile.diff_run_visible(run_by pg_catalog.name,
                                            reader_dependent pg_catalog.bool,
                                            source pg_catalog.regclass,
@@ -347,7 +347,7 @@ COMMENT ON COLUMN reconcile.diff_job_config.job IS
     'Job name; a job of the same name is replaced (options set by hand other than updated_column, window and lookback stay, and trim_keys and cutoff unless the row sets them).';
 -- ---- Citus: batches merged on the workers (issue 21) ----
 -- Functions the Citus workers call per staged row in a batch's pushed-down
--- statements (src/citus_merge.c); nothing else calls them.  They write
+-- statements (src/loader/citus_merge.c); nothing else calls them.  They write
 -- nothing.  The casts take the caller's DateStyle, IntervalStyle, TimeZone,
 -- extra_float_digits and bytea_output as a constant text[] and pin them,
 -- since Citus does not carry session settings to the workers.

@@ -1,5 +1,5 @@
 -- The functions a batch merged on the Citus workers calls per staged row
--- (src/citus_merge.c), checked on one node: the payload hash equals the one
+-- (src/loader/citus_merge.c), checked on one node: the payload hash equals the one
 -- a plain batch writes (payload.c), for every kind of text form; the cast
 -- follows the settings passed in, not the session's; objects, limbs.
 CREATE EXTENSION reconcile;

@@ -1,5 +1,5 @@
 # reconcile on Citus: a batch into a hash-distributed target merged on the
-# workers (src/citus_merge.c), one task per shard group, inside the
+# workers (src/loader/citus_merge.c), one task per shard group, inside the
 # coordinator's two-phase commit.
 #
 # Every loader scenario (every disposition, tombstones, rejects of every

@@ -1,0 +1,158 @@
+/*
+ * diff.h
+ *		Declarations shared by the reconciliation diff's files.
+ *
+ * A diff is prepared once (diff_prepare.c) and then executed (diff.c, or
+ * diff_remote.c for a side on another server), streaming findings into a
+ * tuplestore or only counting them; README.md in this folder maps the
+ * files.
+ */
+#ifndef RECONCILE_DIFF_H
+#define RECONCILE_DIFF_H
+
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/array.h"
+#include "utils/jsonb.h"
+#include "utils/sortsupport.h"
+#include "utils/tuplestore.h"
+
+/* Columns of a finding, as reconcile_diff returns it. */
+#define DIFF_FINDING_NATTS 5
+
+/* How a compared column tolerates a difference. */
+typedef enum DiffTolerance
+{
+	DIFF_TOL_NONE,
+	DIFF_TOL_NUMERIC,			/* |s - t| <= tol_numeric */
+	DIFF_TOL_TIME				/* |s - t| <= tol_usecs microseconds */
+} DiffTolerance;
+
+/* How a side on another server is compared (option "remote"). */
+typedef enum DiffRemoteMode
+{
+	DIFF_REMOTE_AUTO,			/* checksums where they push down, else pull */
+	DIFF_REMOTE_CHECKSUM,		/* checksums, or an error */
+	DIFF_REMOTE_PULL			/* read every row, as on one server */
+} DiffRemoteMode;
+
+#define DIFF_DEFAULT_SPLIT_FACTOR	128
+#define DIFF_DEFAULT_LEAF_ROWS		64
+/* The most cells a grid has: with the default leaf_rows, cells grow beyond it. */
+#define DIFF_MAX_CELLS				(1 << 20)
+
+/*
+ * Rows whose first key column falls in the buckets width_bucket(key,
+ * bounds) = ANY(buckets), or (keys set) is one of keys; plus those where
+ * it is NULL when nulls is set.
+ */
+typedef struct DiffKeyFilter
+{
+	Datum		bounds;			/* array of the first key column's type */
+	Datum		buckets;		/* int4[] */
+	Datum		keys;			/* array of the first key column's type, or 0 */
+	bool		nulls;
+} DiffKeyFilter;
+
+typedef struct DiffColumn
+{
+	char	   *name;			/* in the source; the name findings use */
+	char	   *tname;			/* in the target */
+	char	   *sexpr;			/* SQL expression reading it from the source */
+	char	   *texpr;			/* ... and from the target */
+	Oid			typid;			/* common type both expressions yield */
+	Oid			basetype;
+	Oid			collation;
+	Oid			scollation;		/* each side's own collation (keys) */
+	Oid			tcollation;
+	int16		typlen;
+	bool		typbyval;
+	FmgrInfo	out;
+
+	/* Equality: the type's "=" or, lacking one, the text forms. */
+	bool		has_eq;
+	FmgrInfo	eq;
+
+	/* Keys only: the type's btree order, as the ORDER BY uses it. */
+	SortSupportData ssup;
+
+	DiffTolerance tolerance;
+	Datum		tol_numeric;
+	int64		tol_usecs;
+
+	/* timestamptz against timestamp or date: compared in the diff's zone */
+	bool		in_zone;
+} DiffColumn;
+
+typedef struct DiffSpec
+{
+	Oid			source;
+	Oid			target;
+	char	   *sname;			/* for messages */
+	char	   *tname;
+	char	   *squal;			/* quoted, schema-qualified, for SQL */
+	char	   *tqual;
+	char	   *time_zone;		/* zone of naive times and bounds; "UTC" */
+
+	int			nkeys;
+	DiffColumn *keys;
+	int			ncols;
+	DiffColumn *cols;
+
+	/* Window on the updated column, and the cutoff. */
+	char	   *upd_name;		/* the source's updated column, or NULL */
+	char	   *supd;			/* expressions reading it, or NULL */
+	char	   *tupd;
+	Oid			upd_type;
+	bool		has_lo;
+	bool		has_hi;
+	Datum		window_lo;
+	Datum		window_hi;
+	bool		cutoff_source_max;
+
+	/* A side on another server (diff_remote.c): how to compare it. */
+	DiffRemoteMode remote_mode;
+	int			split_factor;
+	int			leaf_rows;
+	bool		leaf_rows_set;	/* given as an option, not the default */
+
+	/* Only keys in these ranges of the first key column (NULL: all). */
+	struct DiffKeyFilter *filter;
+} DiffSpec;
+
+typedef struct DiffCounts
+{
+	int64		rows_source;
+	int64		rows_target;
+	int64		matched;
+	int64		missing_in_target;
+	int64		extra_in_target;
+	int64		mismatched;
+	int64		duplicate_keys;
+	int64		null_keys;
+	int64	   *column_mismatches;	/* per compared column */
+} DiffCounts;
+
+/* diff_execute needs an SPI connection. */
+extern DiffSpec *diff_prepare(Oid source, Oid target, ArrayType *key_columns,
+							  Jsonb *options);
+/* The same checks without the caller's privileges: a job being configured. */
+extern DiffSpec *diff_validate(Oid source, Oid target, ArrayType *key_columns,
+							   Jsonb *options);
+extern void diff_execute(DiffSpec *spec, Tuplestorestate *findings,
+						 TupleDesc findings_desc, DiffCounts *counts);
+extern int64 diff_findings_total(DiffCounts *counts);
+extern void diff_append_where(StringInfo sql, DiffSpec *spec, bool target,
+							  Datum cutoff, bool has_cutoff, Oid *types,
+							  Datum *values, int *nparams);
+extern bool diff_cutoff(DiffSpec *spec, Datum *result);
+
+/* diff_remote.c: the diff, by checksums where a side is on another server. */
+extern void diff_compare(DiffSpec *spec, Tuplestorestate *findings,
+						 TupleDesc findings_desc, DiffCounts *counts);
+
+/* The summary's columns, in reconcile_diff_summary's order. */
+#define DIFF_SUMMARY_NATTS 9
+extern void diff_summary_values(DiffSpec *spec, DiffCounts *counts, Datum *values);
+
+#endif							/* RECONCILE_DIFF_H */

@@ -1,0 +1,540 @@
+/*
+ * merge.c
+ *		One pass over the sorted staged rows: duplicates, conflicts,
+ *		winners, and the version-monotonic write.
+ *
+ * The rows arrive grouped by key, highest version first, ties in source
+ * order (object_key, source_row).  For each key the first row is the
+ * candidate winner.  Two rows with the same version but different payload
+ * hashes are a conflict, and so is any row whose version equals the
+ * target row's with another hash, whether or not a higher version is
+ * staged too: under 'quarantine' every staged row of such a key is held
+ * back in reconcile.conflicts, with its payload, under 'abort' the batch
+ * fails.  Otherwise the winner is compared with the target row found by
+ * probing the key's unique index: a higher version is written (an UPSERT
+ * as a live row, a DELETE as a tombstone), an equal one is unchanged and a
+ * lower one is stale.  Within a version the first row takes that
+ * disposition and the others are exact duplicates; rows of lower versions
+ * are stale.
+ *
+ * Winners are written by one of two paths, which give the same result:
+ * the direct path (direct.c) for a plain table without triggers or rules
+ * in a READ COMMITTED transaction, the general path (apply.c) for anything
+ * else or when reconcile.write_path = 'general'.  A target with attached
+ * dataset checks takes the general path: the checks run over its winners
+ * (rules_attach.c) before they are written.  Target rows are found by
+ * probe.c.
+ */
+#include "postgres.h"
+
+#include "access/nbtree.h"
+#include "catalog/namespace.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+
+#include "common/citus.h"
+#include "citus_load.h"
+#include "loader.h"
+#include "payload.h"
+#include "probe.h"
+#include "progress.h"
+#include "rules/rules.h"
+#include "common/state.h"
+#include "writers.h"
+
+/* One staged row of the current key, as the sort delivered it. */
+typedef struct GroupRow
+{
+	int32		obj;
+	int64		source_row;
+	bool		is_delete;
+	int64		version;
+	uint8		hash[RECONCILE_SHA256_LEN];
+	MinimalTuple tuple;			/* rows after the first, for a held payload */
+} GroupRow;
+
+typedef struct Merger
+{
+	BatchState *b;
+	TargetInfo *t;
+	MemoryContext groupcxt;
+
+	/* The current key's rows. */
+	Datum	   *values;			/* first row's sort tuple, copied */
+	bool	   *isnull;
+	GroupRow   *rows;
+	int			nrows;
+	int			maxrows;
+
+	FmgrInfo   *key_eq;			/* equality of each key column */
+	TupleTableSlot *rowslot;	/* reads a GroupRow's tuple */
+
+	Probe	   *probe;
+	Probe	   *latest;			/* REPEATABLE READ: catches concurrent inserts */
+
+	StateBuffer *conflicts;
+	bool		hold_payloads;	/* reconcile.conflicts has the 1.1 columns */
+	int64		nconflicts;
+	StringInfoData named;		/* conflicts named in an 'abort' error */
+
+	DirectWriter *direct;		/* one of the two writers */
+	ApplyWriter *apply;
+} Merger;
+
+/* How many conflicts an 'abort' error names. */
+#define CONFLICTS_NAMED 5
+
+/*
+ * Hand the group's winner (its first row) to the writer: the key and
+ * payload point into the group's copy of the sort tuple.
+ */
+static void
+write_winner(Merger *m, TupleTableSlot *found)
+{
+	GroupRow   *w = &m->rows[0];
+	int			first_payload = SORT_ATT_FIRST_KEY - 1 + m->t->nkeys;
+	Winner		winner;
+	bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
+
+	SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
+	memcpy(VARDATA(h), w->hash, RECONCILE_SHA256_LEN);
+	winner.keys = &m->values[SORT_ATT_FIRST_KEY - 1];
+	winner.payload = &m->values[first_payload];
+	winner.payload_isnull = &m->isnull[first_payload];
+	winner.version = version_datum(m->t, w->version);
+	winner.tombstone = w->is_delete;
+	winner.hash = PointerGetDatum(h);
+
+	if (m->apply != NULL)
+		apply_add(m->apply, &winner, found == NULL ? ACTION_INSERT :
+				  w->is_delete ? ACTION_DELETE : ACTION_UPDATE);
+	else if (found == NULL)
+		direct_insert(m->direct, &winner);
+	else
+		direct_update(m->direct, found, &winner);
+
+	/* The receipt's checksum: sum of the written payload hashes mod 2^256. */
+	{
+		int			carry = 0;
+
+		for (int i = RECONCILE_SHA256_LEN - 1; i >= 0; i--)
+		{
+			int			sum = m->b->checksum[i] + w->hash[i] + carry;
+
+			m->b->checksum[i] = sum & 0xff;
+			carry = sum >> 8;
+		}
+	}
+}
+
+/* ---- the pass over sorted rows ---- */
+
+static void
+count_row(Merger *m, GroupRow *row, Disposition d)
+{
+	m->b->counts[row->obj][d]++;
+	m->b->totals[d]++;
+}
+
+/* A held row's payload as jsonb (payload.c), from its copy of the sort tuple. */
+static Jsonb *
+held_payload(Merger *m, int i)
+{
+	int			first_payload = SORT_ATT_FIRST_KEY - 1 + m->t->nkeys;
+
+	if (i == 0)
+		return payload_to_jsonb(m->t, &m->values[first_payload], &m->isnull[first_payload]);
+	ExecStoreMinimalTuple(m->rows[i].tuple, m->rowslot, false);
+	slot_getallattrs(m->rowslot);
+	return payload_to_jsonb(m->t, &m->rowslot->tts_values[first_payload],
+							&m->rowslot->tts_isnull[first_payload]);
+}
+
+/*
+ * The target row's payload as jsonb, its columns found by name: a leaf
+ * partition may order them otherwise.
+ */
+static Jsonb *
+target_payload(TargetInfo *t, TupleTableSlot *found)
+{
+	TupleDesc	desc = found->tts_tupleDescriptor;
+	Datum	   *values = palloc(sizeof(Datum) * Max(t->npayload, 1));
+	bool	   *isnull = palloc(sizeof(bool) * Max(t->npayload, 1));
+
+	slot_getallattrs(found);
+	for (int i = 0; i < t->npayload; i++)
+	{
+		int			a;
+
+		for (a = 0; a < desc->natts; a++)
+			if (!TupleDescAttr(desc, a)->attisdropped &&
+				strcmp(NameStr(TupleDescAttr(desc, a)->attname), t->payload[i].name) == 0)
+				break;
+		if (a == desc->natts)
+			elog(ERROR, "column \"%s\" not found in a row of \"%s\"", t->payload[i].name, t->relname);
+		values[i] = found->tts_values[a];
+		isnull[i] = found->tts_isnull[a];
+	}
+	return payload_to_jsonb(t, values, isnull);
+}
+
+/*
+ * Hold back every row of the current key, each with its payload.  A row at
+ * the target's version (found) is recorded with the target's hash and
+ * payload.
+ */
+static void
+record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
+{
+	TargetInfo *t = m->t;
+	char	   *key = key_to_json(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
+	Jsonb	   *keyjb = NULL;
+	Jsonb	   *existing = NULL;
+
+	for (int i = 0; i < m->nrows; i++)
+	{
+		GroupRow   *row = &m->rows[i];
+
+		count_row(m, row, DISP_CONFLICT);
+		m->nconflicts++;
+		if (t->abort_on_conflict)
+		{
+			if (m->nconflicts <= CONFLICTS_NAMED)
+				appendStringInfo(&m->named, "%skey %s version " INT64_FORMAT " in object \"%s\"%s row " INT64_FORMAT,
+								 m->nconflicts > 1 ? "; " : "", key, row->version,
+								 m->b->manifest->entries[row->obj].object_key,
+								 m->b->staged_versions ?
+								 psprintf(" version \"%s\"", m->b->manifest->entries[row->obj].version_id) : "",
+								 row->source_row);
+		}
+		else
+		{
+			Datum		values[12];
+			bool		isnull[12] = {false};
+			bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
+
+			SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
+			memcpy(VARDATA(h), row->hash, RECONCILE_SHA256_LEN);
+			values[0] = CStringGetTextDatum(m->b->batch_id);
+			values[1] = ObjectIdGetDatum(t->relid);
+			if (keyjb == NULL)
+				keyjb = key_to_jsonb(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
+			values[2] = JsonbPGetDatum(keyjb);
+			values[3] = Int64GetDatum(row->version);
+			values[4] = CStringGetTextDatum(m->b->manifest->entries[row->obj].object_key);
+			values[5] = Int64GetDatum(row->source_row);
+			values[6] = PointerGetDatum(h);
+			isnull[7] = !(found && row->version == tversion && thash != NULL);
+			values[7] = isnull[7] ? (Datum) 0 : PointerGetDatum(thash);
+			if (!m->hold_payloads)
+			{
+				state_buffer_add(m->conflicts, values, isnull);
+				continue;
+			}
+			values[8] = CStringGetTextDatum(m->b->manifest->entries[row->obj].version_id);
+			values[9] = BoolGetDatum(row->is_delete);
+			values[10] = JsonbPGetDatum(held_payload(m, i));
+			isnull[11] = !(found && row->version == tversion);
+			if (!isnull[11] && existing == NULL)
+				existing = target_payload(t, found);
+			values[11] = isnull[11] ? (Datum) 0 : JsonbPGetDatum(existing);
+			state_buffer_add(m->conflicts, values, isnull);
+		}
+	}
+}
+
+static bool
+hash_equals(bytea *a, const uint8 *b)
+{
+	return a != NULL && VARSIZE_ANY_EXHDR(a) == RECONCILE_SHA256_LEN &&
+		memcmp(VARDATA_ANY(a), b, RECONCILE_SHA256_LEN) == 0;
+}
+
+/* Decide every row of the current key. */
+static void
+merge_group(Merger *m)
+{
+	TargetInfo *t = m->t;
+	Datum	   *keys = &m->values[SORT_ATT_FIRST_KEY - 1];
+	GroupRow   *w = &m->rows[0];
+	bool		conflict = false;
+	TupleTableSlot *found;
+	int64		tversion = 0;
+	bytea	   *thash = NULL;
+	Disposition first;
+
+	/* Same version, another payload: the rows arrive sorted by version. */
+	for (int i = 1, start = 0; i < m->nrows; i++)
+	{
+		if (m->rows[i].version != m->rows[i - 1].version)
+			start = i;
+		else if (memcmp(m->rows[i].hash, m->rows[start].hash, RECONCILE_SHA256_LEN) != 0)
+			conflict = true;
+	}
+
+	found = probe_find(m->probe, t, keys, &tversion, &thash);
+	if (found == NULL && m->latest != NULL &&
+		probe_find(m->latest, t, keys, &tversion, &thash) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access to table \"%s\" due to a concurrent insert",
+						t->relname),
+				 errdetail("Key %s was written by a transaction that committed after this one began.",
+						   key_to_json(t, keys)),
+				 errhint("Retry the transaction.")));
+
+	/*
+	 * Any staged row at the target's version with another hash, not only
+	 * the winner: a higher version in the same batch does not make a
+	 * disagreement about the target's own version go away.
+	 */
+	for (int i = 0; found && !conflict && i < m->nrows && m->rows[i].version >= tversion; i++)
+		if (m->rows[i].version == tversion && !hash_equals(thash, m->rows[i].hash))
+			conflict = true;
+
+	if (conflict)
+	{
+		record_conflicts(m, found, tversion, thash);
+		return;
+	}
+
+	if (found == NULL)
+		first = w->is_delete ? DISP_DELETED : DISP_INSERTED;
+	else if (w->version > tversion)
+		first = w->is_delete ? DISP_DELETED : DISP_UPDATED;
+	else if (w->version == tversion)
+		first = DISP_UNCHANGED;
+	else
+		first = DISP_STALE;
+	if (found == NULL || w->version > tversion)
+		write_winner(m, found);
+
+	count_row(m, w, first);
+	for (int i = 1; i < m->nrows; i++)
+	{
+		if (m->rows[i].version != m->rows[i - 1].version)
+			count_row(m, &m->rows[i], DISP_STALE);
+		else
+			count_row(m, &m->rows[i], DISP_DUPLICATE);
+	}
+}
+
+/*
+ * Everything a key allocates (probe results, new rows, executor state)
+ * lives in the group's context and goes with it: memory stays flat however
+ * many keys the batch has.
+ */
+static void
+merge_group_in_context(Merger *m)
+{
+	MemoryContext old = MemoryContextSwitchTo(m->groupcxt);
+
+	merge_group(m);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(m->groupcxt);
+}
+
+static bool
+same_key(Merger *m, TupleTableSlot *slot)
+{
+	TargetInfo *t = m->t;
+
+	for (int i = 0; i < t->nkeys; i++)
+	{
+		AttrNumber	a = SORT_ATT_FIRST_KEY + i;
+		bool		isnull;
+		Datum		d = slot_getattr(slot, a, &isnull);
+
+		if (!DatumGetBool(FunctionCall2Coll(&m->key_eq[i], t->key_collations[i],
+											m->values[a - 1], d)))
+			return false;
+	}
+	return true;
+}
+
+/* Start a new group with the slot's row: copy the values it needs. */
+static void
+group_start(Merger *m, TupleTableSlot *slot)
+{
+	TupleDesc	desc = slot->tts_tupleDescriptor;
+	MemoryContext old = MemoryContextSwitchTo(m->groupcxt);
+
+	slot_getallattrs(slot);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		m->isnull[i] = slot->tts_isnull[i];
+		m->values[i] = slot->tts_isnull[i] ? (Datum) 0 :
+			datumCopy(slot->tts_values[i], att->attbyval, att->attlen);
+	}
+	MemoryContextSwitchTo(old);
+	m->nrows = 0;
+}
+
+static void
+group_add(Merger *m, TupleTableSlot *slot)
+{
+	GroupRow   *row;
+	bool		isnull;
+	bytea	   *h;
+
+	if (m->nrows == m->maxrows)
+	{
+		m->maxrows *= 2;
+		m->rows = repalloc_huge(m->rows, sizeof(GroupRow) * m->maxrows);
+	}
+	row = &m->rows[m->nrows++];
+	row->obj = DatumGetInt32(slot_getattr(slot, SORT_ATT_OBJECT, &isnull));
+	row->source_row = DatumGetInt64(slot_getattr(slot, SORT_ATT_SOURCE_ROW, &isnull));
+	row->is_delete = DatumGetBool(slot_getattr(slot, SORT_ATT_DELETE, &isnull));
+	row->version = DatumGetInt64(slot_getattr(slot, SORT_ATT_VERSION, &isnull));
+	h = DatumGetByteaPP(slot_getattr(slot, SORT_ATT_HASH, &isnull));
+	memcpy(row->hash, VARDATA_ANY(h), RECONCILE_SHA256_LEN);
+
+	/*
+	 * The first row's values are the group's copy; a later row's tuple is
+	 * kept in case the key is held back with its payload.  Only keys with
+	 * several staged rows pay for it.
+	 */
+	row->tuple = NULL;
+	if (m->nrows > 1 && m->hold_payloads && !m->t->abort_on_conflict)
+	{
+		MemoryContext old = MemoryContextSwitchTo(m->groupcxt);
+
+		row->tuple = ExecCopySlotMinimalTuple(slot);
+		MemoryContextSwitchTo(old);
+	}
+}
+
+/* Pick each key's winner among the sorted staged rows and write it to the target. */
+void
+merge_batch(BatchState *b)
+{
+	Merger		m;
+	TupleTableSlot *slot;
+	bool		in_group = false;
+	int64		nmerged = 0;
+	static const Oid conflict_types[12] = {TEXTOID, REGCLASSOID, JSONBOID, INT8OID,
+	TEXTOID, INT8OID, BYTEAOID, BYTEAOID, TEXTOID, BOOLOID, JSONBOID, JSONBOID};
+
+	memset(&m, 0, sizeof(m));
+	m.b = b;
+	m.t = b->target;
+	m.groupcxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile key group",
+									   ALLOCSET_DEFAULT_SIZES);
+	m.values = palloc(sizeof(Datum) * b->sortdesc->natts);
+	m.isnull = palloc(sizeof(bool) * b->sortdesc->natts);
+	m.maxrows = 16;
+	m.key_eq = palloc(sizeof(FmgrInfo) * m.t->nkeys);
+	for (int i = 0; i < m.t->nkeys; i++)
+		fmgr_info(m.t->key_eq_procs[i], &m.key_eq[i]);
+	m.rows = palloc(sizeof(GroupRow) * m.maxrows);
+	initStringInfo(&m.named);
+	/*
+	 * Held rows keep their object version and payloads from 1.1 on; the 1.1
+	 * library on a schema not yet updated (ALTER EXTENSION reconcile UPDATE)
+	 * holds the hashes only, as 1.0 did (state.c: state_has_column).
+	 */
+	m.hold_payloads = state_has_column("conflicts", "staged_payload");
+	if (m.hold_payloads)
+		m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
+										  " key, version, object_key, source_row, staged_hash,"
+										  " existing_hash, version_id, deleted, staged_payload,"
+										  " existing_payload)"
+										  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11), pg_catalog.unnest($12))",
+										  12, conflict_types);
+	else
+		m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
+										  " key, version, object_key, source_row, staged_hash,"
+										  " existing_hash)"
+										  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))",
+										  8, conflict_types);
+	m.rowslot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsMinimalTuple);
+
+	/*
+	 * The target is locked against other writers; read it as of now.  Under
+	 * REPEATABLE READ the transaction's snapshot may predate a batch that
+	 * committed while this one waited for the lock: a second probe with the
+	 * latest snapshot turns that into a serialization failure instead of a
+	 * unique violation.
+	 */
+	if (m.t->citus_kind != CITUS_NONE)
+	{
+		/*
+		 * The coordinator's shell holds none of the target's rows: probe a
+		 * copy of the rows this batch may touch, read through Citus in this
+		 * transaction under the target's lock (citus_load.c).
+		 */
+		m.probe = probe_open(citus_probe_copy(m.t, b->staged, b->batch_id),
+							 GetLatestSnapshot(), true);
+	}
+	else if (IsolationUsesXactSnapshot())
+	{
+		m.probe = probe_open(m.t, GetTransactionSnapshot(), true);
+		m.latest = probe_open(m.t, GetLatestSnapshot(), false);
+	}
+	else
+		m.probe = probe_open(m.t, GetLatestSnapshot(), true);
+	if (direct_allowed(m.t) && !batch_rules_has_dataset_checks(b->rules))
+		m.direct = direct_open(m.t);
+	else
+		m.apply = apply_create(m.t, b->batch_id);
+
+	progress_phase(PHASE_SORTING);
+	tuplesort_performsort(b->sort);
+	progress_phase(PHASE_MERGING);
+	slot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsMinimalTuple);
+	while (tuplesort_gettupleslot(b->sort, true, false, slot, NULL))
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (++nmerged % 1024 == 0)
+			progress_rows(nmerged);
+		if (in_group && !same_key(&m, slot))
+		{
+			merge_group_in_context(&m);
+			in_group = false;
+		}
+		if (!in_group)
+		{
+			group_start(&m, slot);
+			in_group = true;
+		}
+		group_add(&m, slot);
+	}
+	if (in_group)
+		merge_group_in_context(&m);
+	progress_rows(nmerged);
+	ExecDropSingleTupleTableSlot(slot);
+	ExecDropSingleTupleTableSlot(m.rowslot);
+	tuplesort_end(b->sort);
+	b->sort = NULL;
+
+	probe_close(m.probe);
+	if (m.latest)
+		probe_close(m.latest);
+
+	if (m.nconflicts > 0 && m.t->abort_on_conflict)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("batch %s has " INT64_FORMAT " conflicting rows for table \"%s\"",
+						b->batch_id, m.nconflicts, m.t->relname),
+				 errdetail("Rows of keys where two payloads claim one version, in the batch or against the target's row: %s%s.",
+						   m.named.data, m.nconflicts > CONFLICTS_NAMED ? "; ..." : ""),
+				 errhint("Nothing was applied. Correct the source, or register the target with conflict_policy => 'quarantine' to hold conflicting keys back and load the rest.")));
+	state_buffer_flush(m.conflicts);
+	if (m.direct)
+		direct_close(m.direct);
+	else
+	{
+		/* rules_attach.c: dataset checks over the winners, before any is written */
+		if (batch_rules_has_dataset_checks(b->rules))
+			batch_rules_check_winners(b, apply_winners_sql(m.apply, batch_rules_owner(b->rules)));
+		progress_phase(PHASE_APPLYING);
+		apply_run(m.apply);
+	}
+	MemoryContextDelete(m.groupcxt);
+}

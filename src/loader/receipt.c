@@ -1,0 +1,322 @@
+/*
+ * receipt.c
+ *		Receipts, loaded objects and cursors: what makes a replay a no-op.
+ *
+ * A committed batch leaves one receipt (keyed by its target and its batch
+ * id), one row per object it loaded and, when it names a source, the
+ * source's cursor, all in the transaction that merged it.  A manifest
+ * whose batch id has a receipt for the same target is a replay and gets
+ * the stored receipt back; the same manifest may be committed into other
+ * targets, each with its receipt.  The state tables are written as their
+ * owner, set-based (see state.c).
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/toast_compression.h"
+#include "access/toast_internals.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "common/jsonbuild.h"
+#include "loader.h"
+#include "rules/rules.h"
+#include "common/state.h"
+
+/*
+ * Under REPEATABLE READ or SERIALIZABLE the transaction may not see a
+ * receipt that a concurrent session committed while this one waited for
+ * the target's lock; look with the latest snapshot too.
+ */
+static bool
+receipt_committed_concurrently(const char *batch_id, Oid target)
+{
+	SPIPlanPtr	plan;
+	Oid			types[2] = {REGCLASSOID, TEXTOID};
+	Datum		args[2];
+	int			ret;
+
+	args[0] = ObjectIdGetDatum(target);
+	args[1] = CStringGetTextDatum(batch_id);
+	plan = SPI_prepare("SELECT 1 FROM reconcile.receipts"
+					   " WHERE target OPERATOR(pg_catalog.=) $1"
+					   " AND batch_id OPERATOR(pg_catalog.=) $2",
+					   2, types);
+	if (plan == NULL)
+		elog(ERROR, "could not prepare the look-up of reconcile.receipts");
+	ret = SPI_execute_snapshot(plan, args, NULL, GetLatestSnapshot(),
+							   InvalidSnapshot, true, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read reconcile.receipts");
+	SPI_freeplan(plan);
+	return SPI_processed > 0;
+}
+
+/*
+ * Look the batch up in the target's receipts.  When it has one, fill
+ * values/isnull with it (status 'replayed') and return true.  A batch is
+ * identified by its target and its batch id: a manifest committed into
+ * another table, by whichever role, is not this target's business.
+ */
+bool
+receipt_lookup(const char *batch_id, Oid target, Datum *values, bool *isnull)
+{
+	StateUser	su;
+	Datum		args[2];
+	Oid			types[2] = {REGCLASSOID, TEXTOID};
+	int			ret;
+
+	args[0] = ObjectIdGetDatum(target);
+	args[1] = CStringGetTextDatum(batch_id);
+	state_user_enter(&su);
+	ret = SPI_execute_with_args("SELECT batch_id, target, 'replayed', inserted, updated,"
+								" deleted, unchanged, stale, duplicates, conflicts, rejected,"
+								" checksum, committed_at, staged_rows, objects"
+								" FROM reconcile.receipts WHERE target OPERATOR(pg_catalog.=) $1"
+								" AND batch_id OPERATOR(pg_catalog.=) $2",
+								2, types, args, NULL, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read reconcile.receipts");
+	if (SPI_processed == 0 && IsolationUsesXactSnapshot() &&
+		receipt_committed_concurrently(batch_id, target))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access: batch %s was committed by a concurrent transaction",
+						batch_id),
+				 errhint("Retry the transaction; the retry returns the stored receipt with status 'replayed'.")));
+	state_user_leave(&su);
+
+	if (SPI_processed == 0)
+		return false;
+
+	for (int i = 0; i < RECEIPT_NATTS; i++)
+		values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull[i]);
+	return true;
+}
+
+/*
+ * An object version, once committed, cannot come back with other content:
+ * that would mean the source rewrote history.
+ */
+void
+receipt_check_objects(BatchState *b)
+{
+	StateUser	su;
+	Oid			types[4] = {REGCLASSOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum		args[4];
+
+	args[0] = ObjectIdGetDatum(b->target->relid);
+	args[1] = manifest_array(b->manifest, MANIFEST_OBJECT_KEY);
+	args[2] = manifest_array(b->manifest, MANIFEST_VERSION_ID);
+	args[3] = manifest_array(b->manifest, MANIFEST_CONTENT_HASH);
+	state_user_enter(&su);
+	if (SPI_execute_with_args("SELECT m.object_key, m.version_id, o.content_hash, o.batch_id, m.content_hash"
+							  " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) AS m(object_key, version_id, content_hash)"
+							  " JOIN reconcile.batch_objects AS o"
+							  " ON o.target OPERATOR(pg_catalog.=) $1"
+							  " AND o.object_key OPERATOR(pg_catalog.=) m.object_key"
+							  " AND o.version_id OPERATOR(pg_catalog.=) m.version_id"
+							  " WHERE o.content_hash OPERATOR(pg_catalog.<>) m.content_hash"
+							  " ORDER BY m.object_key LIMIT 1",
+							  4, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read reconcile.batch_objects");
+	state_user_leave(&su);
+	if (SPI_processed > 0)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION),
+				 errmsg("object \"%s\" version \"%s\" was already committed with a different content hash",
+						SPI_getvalue(tup, desc, 1), SPI_getvalue(tup, desc, 2)),
+				 errdetail("Batch %s loaded it into table \"%s\" with content_hash \"%s\"; manifest of batch %s says \"%s\".",
+						   SPI_getvalue(tup, desc, 4), b->target->relname,
+						   SPI_getvalue(tup, desc, 3), b->batch_id,
+						   SPI_getvalue(tup, desc, 5)),
+				 errhint("An object version's content never changes. Give changed content a new version_id.")));
+	}
+}
+
+/*
+ * Per-object counts, as a JSON array in object_key order.  Each object is
+ * built in a context reset after it: memory holds the array's bytes only
+ * (jsonbuild.c).
+ */
+static Jsonb *
+objects_jsonb(BatchState *b)
+{
+	JsonbArrayBuilder *ab = jsonb_array_begin(b->manifest->nentries);
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile receipt object",
+											  ALLOCSET_SMALL_SIZES);
+
+	for (int i = 0; i < b->manifest->nentries; i++)
+	{
+		ManifestEntry *e = &b->manifest->entries[i];
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+		JsonbParseState *st = NULL;
+		Jsonb	   *obj;
+
+		CHECK_FOR_INTERRUPTS();
+		pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+		jsonb_push_string_field(&st, "object_key", e->object_key);
+		jsonb_push_string_field(&st, "version_id", e->version_id);
+		jsonb_push_int64_field(&st, "rows", b->staged_rows[i]);
+		for (int d = 0; d < DISP_COUNT; d++)
+			jsonb_push_int64_field(&st, disposition_names[d], b->counts[i][d]);
+		obj = JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL));
+		MemoryContextSwitchTo(old);
+		jsonb_array_add(ab, obj);
+		MemoryContextReset(cxt);
+	}
+	MemoryContextDelete(cxt);
+	return jsonb_array_end(ab);
+}
+
+/*
+ * Insert with a generic plan: its parameters stay parameters, passed by
+ * reference, where a custom plan would copy each into a constant, and
+ * detoast it (makeConst): a large manifest's arrays and compressed
+ * documents would be copied whole, and decompressed.
+ */
+static void
+execute_generic(const char *sql, int nargs, Oid *types, Datum *args,
+				const char *nulls, const char *relname)
+{
+	SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare an insert into %s: %s", relname,
+			 SPI_result_code_string(SPI_result));
+	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not write %s", relname);
+	SPI_freeplan(plan);
+}
+
+/*
+ * A receipt's manifest and objects, compressed here as the toaster would
+ * compress them on insert: the INSERT then copies the compressed bytes into
+ * its tuple instead of the whole documents (see execute_generic), some 470
+ * bytes per object of a large manifest.
+ */
+static Datum
+compress_document(Datum value)
+{
+	Datum		compressed = toast_compress_datum(value, default_toast_compression);
+
+	if (compressed == (Datum) 0)
+		return value;
+	return compressed;
+}
+
+/*
+ * Write the receipt, the objects and the cursor; fill values/isnull with
+ * the receipt as reconcile_batch returns it.
+ */
+void
+receipt_write(BatchState *b, const char *source, const char *cursor,
+			  Jsonb *manifest, Datum *values, bool *isnull)
+{
+	StateUser	su;
+	char		checksum[RECONCILE_HEX_LEN + 1];
+	TimestampTz now = GetCurrentTimestamp();
+	int64		staged = 0;
+	Datum		args[19];
+	char		nulls[19];
+	Oid			types[19] = {TEXTOID, REGCLASSOID, TEXTOID, TEXTOID, JSONBOID,
+		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
+	TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID, JSONBOID};
+	bool		warnings_null;	/* rules_attach.c: warn rule counts */
+	Jsonb	   *raw_objects;
+	Datum		objects;
+
+	for (int i = 0; i < b->manifest->nentries; i++)
+		staged += b->staged_rows[i];
+	reconcile_hex(b->checksum, RECONCILE_SHA256_LEN, checksum);
+	raw_objects = objects_jsonb(b);
+	objects = compress_document(JsonbPGetDatum(raw_objects));
+	if (objects != JsonbPGetDatum(raw_objects))
+		pfree(raw_objects);
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = CStringGetTextDatum(b->batch_id);
+	args[1] = ObjectIdGetDatum(b->target->relid);
+	args[2] = source ? CStringGetTextDatum(source) : (Datum) 0;
+	nulls[2] = source ? ' ' : 'n';
+	args[3] = cursor ? CStringGetTextDatum(cursor) : (Datum) 0;
+	nulls[3] = cursor ? ' ' : 'n';
+	args[4] = compress_document(JsonbPGetDatum(manifest));
+	args[5] = Int64GetDatum(staged);
+	for (int d = 0; d < DISP_COUNT; d++)
+		args[6 + d] = Int64GetDatum(b->totals[d]);
+	args[14] = CStringGetTextDatum(checksum);
+	args[15] = objects;
+	args[16] = TimestampTzGetDatum(now);
+	args[17] = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
+	args[18] = batch_rules_warnings(b->rules, &warnings_null);
+	nulls[18] = warnings_null ? 'n' : ' ';
+
+	state_user_enter(&su);
+	execute_generic("INSERT INTO reconcile.receipts (batch_id, target, source,"
+					" \"cursor\", manifest, staged_rows, inserted, updated, deleted,"
+					" unchanged, stale, duplicates, conflicts, rejected, checksum,"
+					" objects, committed_at, committed_by, warnings)"
+					" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
+					" $13, $14, $15, $16, $17, $18, $19)",
+					19, types, args, nulls, "reconcile.receipts");
+
+	{
+		Oid			otypes[6] = {TEXTOID, REGCLASSOID, TEXTARRAYOID, TEXTARRAYOID,
+		TEXTARRAYOID, INT8ARRAYOID};
+		Datum		oargs[6];
+
+		oargs[0] = args[0];
+		oargs[1] = args[1];
+		oargs[2] = manifest_array(b->manifest, MANIFEST_OBJECT_KEY);
+		oargs[3] = manifest_array(b->manifest, MANIFEST_VERSION_ID);
+		oargs[4] = manifest_array(b->manifest, MANIFEST_CONTENT_HASH);
+		oargs[5] = manifest_array(b->manifest, MANIFEST_ROWS);
+		execute_generic("INSERT INTO reconcile.batch_objects (batch_id, target,"
+						" object_key, version_id, content_hash, \"rows\")"
+						" SELECT $1, $2, o.* FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6)) AS o",
+						6, otypes, oargs, NULL, "reconcile.batch_objects");
+	}
+
+	if (source != NULL)
+	{
+		Oid			ctypes[5] = {REGCLASSOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID};
+		Datum		cargs[5] = {args[1], args[2], args[3], args[0], args[16]};
+
+		if (SPI_execute_with_args("INSERT INTO reconcile.cursors AS c (target, source,"
+								  " \"position\", batch_id, updated_at)"
+								  " VALUES ($1, $2, $3, $4, $5)"
+								  " ON CONFLICT (target, source) DO UPDATE SET"
+								  " \"position\" = excluded.\"position\","
+								  " batch_id = excluded.batch_id,"
+								  " updated_at = excluded.updated_at",
+								  5, ctypes, cargs, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not write reconcile.cursors");
+	}
+	state_user_leave(&su);
+
+	values[0] = args[0];
+	values[1] = args[1];
+	values[2] = CStringGetTextDatum("committed");
+	for (int d = 0; d < DISP_COUNT; d++)
+		values[3 + d] = args[6 + d];
+	values[11] = args[14];
+	values[12] = args[16];
+	values[13] = args[5];
+	values[14] = objects;
+	memset(isnull, 0, sizeof(bool) * RECEIPT_NATTS);
+}

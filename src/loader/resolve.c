@@ -1,0 +1,531 @@
+/*
+ * resolve.c
+ *		reconcile_resolve(): the target's owner decides a key that a batch
+ *		held back in conflict, and the key is loaded as the batch would have
+ *		loaded it.
+ *
+ * A batch under 'quarantine' holds back every staged row of a conflicting
+ * key in reconcile.conflicts, each with its payload (merge.c).  The owner
+ * names the payload to keep by its hash: one of the staged payloads at the
+ * key's conflicting version (the highest version of the key in conflict),
+ * or the target's own payload at that version.  The other payloads at that
+ * version are then set aside, and the key's held rows are decided as the
+ * batch would have decided them: the highest held version wins, lower ones
+ * are stale, and the write is version-monotonic against the target as it
+ * is now.  If the target has moved past that version since the batch, the
+ * decision is recorded as 'stale' and nothing is written.
+ *
+ * Like a batch, a resolution locks the target (SHARE ROW EXCLUSIVE, so it
+ * waits for batches and they for it) before it reads anything, runs in the
+ * caller's transaction, writes the target through the same two write paths
+ * (writers.h) with the caller's rights, and records itself in
+ * reconcile.resolutions as the state tables' owner.  The same decision
+ * again returns the stored one and changes nothing; another decision for
+ * the same key is refused.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgrprotos.h"
+#include "utils/jsonb.h"
+#include "utils/snapmgr.h"
+
+#include "common/args.h"
+#include "common/citus.h"
+#include "payload.h"
+#include "probe.h"
+#include "common/sha256.h"
+#include "common/sqlname.h"
+#include "common/state.h"
+#include "target.h"
+#include "writers.h"
+
+PG_FUNCTION_INFO_V1(reconcile_resolve);
+
+/* One held row of the key, from reconcile.conflicts. */
+typedef struct HeldRow
+{
+	int64		version;
+	bytea	   *staged_hash;
+	bytea	   *existing_hash;	/* NULL unless at the target's version */
+	bool		deleted;
+	Jsonb	   *staged_payload;
+	bool		at_target_version;	/* existing_payload is set */
+} HeldRow;
+
+#define RESOLVE_NATTS 7
+
+static bool
+same_hash(bytea *a, bytea *b)
+{
+	return a != NULL && b != NULL && VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
+static char *
+hash_hex(bytea *h)
+{
+	return text_to_cstring(DatumGetTextPP(DirectFunctionCall2(binary_encode, PointerGetDatum(h),
+															  CStringGetTextDatum("hex"))));
+}
+
+static Datum
+copy_datum(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
+{
+	Datum		d = SPI_getbinval(tup, desc, col, isnull);
+
+	return *isnull ? (Datum) 0 : PointerGetDatum(PG_DETOAST_DATUM_COPY(d));
+}
+
+/*
+ * The stored decision for the key, if any, into values (status, version,
+ * choice, written_version, outcome, decided_by, decided_at) and its hash.
+ */
+static bool
+read_resolution(Oid relid, text *batch_id, Jsonb *key, Datum *values, bytea **hash)
+{
+	Oid			types[3] = {REGCLASSOID, TEXTOID, JSONBOID};
+	Datum		args[3] = {ObjectIdGetDatum(relid), PointerGetDatum(batch_id), JsonbPGetDatum(key)};
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+
+	state_query_latest("SELECT version, choice, written_version, outcome, decided_by,"
+					   " decided_at, payload_hash FROM reconcile.resolutions"
+					   " WHERE target OPERATOR(pg_catalog.=) $1"
+					   " AND batch_id OPERATOR(pg_catalog.=) $2"
+					   " AND key OPERATOR(pg_catalog.=) $3",
+					   3, types, args, 1);
+	if (SPI_processed == 0)
+		return false;
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	values[0] = CStringGetTextDatum("replayed");
+	for (int i = 1; i < RESOLVE_NATTS; i++)
+		values[i] = SPI_getbinval(tup, desc, i, &isnull);
+	values[2] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[2]));
+	values[4] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[4]));
+	values[5] = datumCopy(values[5], false, NAMEDATALEN);
+	*hash = (bytea *) DatumGetPointer(copy_datum(tup, desc, 7, &isnull));
+	return true;
+}
+
+static bool
+batch_committed(Oid relid, text *batch_id)
+{
+	Oid			types[2] = {REGCLASSOID, TEXTOID};
+	Datum		args[2] = {ObjectIdGetDatum(relid), PointerGetDatum(batch_id)};
+
+	state_query_latest("SELECT FROM reconcile.receipts WHERE target OPERATOR(pg_catalog.=) $1"
+					   " AND batch_id OPERATOR(pg_catalog.=) $2", 2, types, args, 1);
+	return SPI_processed > 0;
+}
+
+/*
+ * The key's held rows, highest version first; *stored_key: the key as held,
+ * *pinned: whether it was written under the pinned settings (pinned.c), as
+ * reconcile 1.2 writes it (reconcile.conflicts.key_pinned), rather than
+ * under the loading session's by 1.1.
+ */
+static HeldRow *
+read_held(Oid relid, text *batch_id, Jsonb *key, int *nrows, Jsonb **stored_key,
+		  bool *pinned)
+{
+	Oid			types[3] = {REGCLASSOID, TEXTOID, JSONBOID};
+	Datum		args[3] = {ObjectIdGetDatum(relid), PointerGetDatum(batch_id), JsonbPGetDatum(key)};
+	HeldRow    *rows;
+
+	state_query_latest(psprintf("SELECT version, staged_hash, existing_hash, deleted, staged_payload,"
+					   " existing_payload IS NOT NULL, key, %s FROM reconcile.conflicts"
+					   " WHERE target OPERATOR(pg_catalog.=) $1"
+					   " AND batch_id OPERATOR(pg_catalog.=) $2"
+					   " AND key OPERATOR(pg_catalog.=) $3"
+					   " ORDER BY version DESC, object_key COLLATE pg_catalog.\"C\", source_row",
+							   state_has_column("conflicts", "key_pinned") ? "key_pinned" : "false"),
+					   3, types, args, 0);
+	*nrows = (int) SPI_processed;
+	rows = palloc0(sizeof(HeldRow) * Max(*nrows, 1));
+	for (int i = 0; i < *nrows; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		bool		no_deleted;
+
+		rows[i].version = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		rows[i].staged_hash = (bytea *) DatumGetPointer(copy_datum(tup, desc, 2, &isnull));
+		rows[i].existing_hash = (bytea *) DatumGetPointer(copy_datum(tup, desc, 3, &isnull));
+		rows[i].deleted = DatumGetBool(SPI_getbinval(tup, desc, 4, &no_deleted));
+		rows[i].staged_payload = (Jsonb *) DatumGetPointer(copy_datum(tup, desc, 5, &isnull));
+		rows[i].at_target_version = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
+		if (rows[i].staged_payload == NULL || no_deleted)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("key %s of batch %s in table \"%s\" was held back without its payloads",
+							JsonbToCString(NULL, &key->root, VARSIZE(key)),
+							text_to_cstring(batch_id), relation_display_name(relid)),
+					 errdetail("Conflicts recorded before reconcile 1.1 keep their hashes only."),
+					 errhint("Load the payload to keep with a new batch at a higher version.")));
+		if (i == 0)
+		{
+			*stored_key = (Jsonb *) DatumGetPointer(copy_datum(tup, desc, 7, &isnull));
+			*pinned = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
+		}
+	}
+	return rows;
+}
+
+/*
+ * The key's conflicting version: the highest version with two staged
+ * hashes, or with a staged hash other than the target's.  Returns -1 when
+ * none is (the batch held the key for another reason: cannot happen).
+ */
+static int64
+conflicting_version(HeldRow *rows, int nrows)
+{
+	for (int start = 0, end; start < nrows; start = end)
+	{
+		bool		conflict = false;
+
+		for (end = start; end < nrows && rows[end].version == rows[start].version; end++)
+		{
+			if (!same_hash(rows[end].staged_hash, rows[start].staged_hash))
+				conflict = true;
+			if (rows[end].at_target_version &&
+				!same_hash(rows[end].staged_hash, rows[end].existing_hash))
+				conflict = true;
+		}
+		if (conflict)
+			return rows[start].version;
+	}
+	return -1;
+}
+
+/*
+ * Whether the target's row at version v still has the hash (or the NULL
+ * hash) it had when the batch held the key back: then a staged payload
+ * chosen at v replaces it.
+ */
+static bool
+target_unchanged(HeldRow *rows, int nrows, int64 v, bytea *thash)
+{
+	for (int i = 0; i < nrows; i++)
+		if (rows[i].version == v && rows[i].at_target_version)
+			return rows[i].existing_hash == NULL ? thash == NULL :
+				same_hash(rows[i].existing_hash, thash);
+	return false;
+}
+
+/* The hashes one may choose at version v, for a message. */
+static char *
+list_choices(HeldRow *rows, int nrows, int64 v)
+{
+	StringInfoData buf;
+	bytea	   *target = NULL;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < nrows; i++)
+	{
+		bool		seen = false;
+
+		if (rows[i].version != v)
+			continue;
+		for (int j = 0; j < i; j++)
+			seen |= rows[j].version == v && same_hash(rows[j].staged_hash, rows[i].staged_hash);
+		if (!seen)
+			appendStringInfo(&buf, "%s\\x%s (staged)", buf.len > 0 ? ", " : "",
+							 hash_hex(rows[i].staged_hash));
+		if (rows[i].at_target_version && rows[i].existing_hash != NULL)
+			target = rows[i].existing_hash;
+	}
+	if (target != NULL)
+		appendStringInfo(&buf, ", \\x%s (the target's)", hash_hex(target));
+	return buf.data;
+}
+
+/*
+ * reconcile_resolve(target regclass, batch_id text, key jsonb,
+ *                   payload_hash bytea) RETURNS record
+ *		Decides a key that batch_id held back in target: keeps the payload
+ *		whose hash is payload_hash, then loads the key as the batch would
+ *		have.  Returns the decision (status 'resolved', or 'replayed' when it
+ *		was already made).
+ */
+Datum
+reconcile_resolve(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	text	   *batch_id;
+	Jsonb	   *key;
+	bytea	   *choice;
+	TupleDesc	tupdesc;
+	Datum		values[RESOLVE_NATTS];
+	bool		nulls[RESOLVE_NATTS] = {false};
+	MemoryContext outer = CurrentMemoryContext;
+	TargetInfo *t;
+	bytea	   *stored_hash;
+	HeldRow    *rows;
+	int			nrows;
+	Jsonb	   *stored_key = NULL;
+	bool		key_pinned = false;
+	char	   *keytext;
+	int64		v;
+	HeldRow    *w = NULL;		/* the row to load, NULL: the target's is kept */
+	bool		staged_choice = false;
+	int64		wversion;
+	Datum	   *keys;
+	Probe	   *probe;
+	TupleTableSlot *found;
+	int64		tversion = 0;
+	bytea	   *thash = NULL;
+	const char *outcome;
+	HeapTuple	result;
+	NameData	user;
+
+	check_arg_not_null(fcinfo, 0, "target", "reconcile_resolve");
+	check_arg_not_null(fcinfo, 1, "batch_id", "reconcile_resolve");
+	check_arg_not_null(fcinfo, 2, "key", "reconcile_resolve");
+	check_arg_not_null(fcinfo, 3, "payload_hash", "reconcile_resolve");
+	relid = PG_GETARG_OID(0);
+	batch_id = PG_GETARG_TEXT_PP(1);
+	key = PG_GETARG_JSONB_P(2);
+	choice = PG_GETARG_BYTEA_PP(3);
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	if (VARSIZE_ANY_EXHDR(choice) != RECONCILE_SHA256_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("payload_hash must be %d bytes, not %d", RECONCILE_SHA256_LEN,
+						(int) VARSIZE_ANY_EXHDR(choice)),
+				 errhint("Pass a staged_hash or existing_hash of the key's rows in reconcile.conflicts.")));
+
+	SPI_connect();
+
+	/* Lock, then read: the owner only, one writer of the target at a time. */
+	target_lock(relid, ShareRowExclusiveLock, TARGET_LOCK_OWNER);
+	target_check_batch_privileges(relid, relid);
+	PushActiveSnapshot(GetTransactionSnapshot());
+	t = target_load(relid);
+	keytext = JsonbToCString(NULL, &key->root, VARSIZE(key));
+
+	/*
+	 * The probe below reads the target's own heap, which for a table Citus
+	 * manages is the coordinator's shell (citus_load.c reads such targets
+	 * through Citus for batches only).
+	 */
+	if (t->citus_kind != CITUS_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("reconcile_resolve does not support table \"%s\", %s",
+						t->relname, citus_kind_name(t->citus_kind)),
+				 errdetail("Key %s of batch %s stays held back in reconcile.conflicts.",
+						   keytext, text_to_cstring(batch_id)),
+				 errhint("Load the payload you choose with a new batch at a higher version.")));
+
+	if (read_resolution(relid, batch_id, key, values, &stored_hash))
+	{
+		if (!same_hash(stored_hash, choice))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNIQUE_VIOLATION),
+					 errmsg("key %s of batch %s in table \"%s\" was already resolved otherwise",
+							keytext, text_to_cstring(batch_id), t->relname),
+					 errdetail("It was resolved by \"%s\" at version " INT64_FORMAT " with payload hash \\x%s.",
+							   NameStr(*DatumGetName(values[5])), DatumGetInt64(values[1]),
+							   hash_hex(stored_hash)),
+					 errhint("A decision is final; load another payload with a new batch at a higher version.")));
+		goto done;
+	}
+
+	PreventCommandIfReadOnly("reconcile_resolve()");
+	if (!batch_committed(relid, batch_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch %s was not committed into table \"%s\"",
+						text_to_cstring(batch_id), t->relname),
+				 errhint("The batches of a target are in reconcile.receipts.")));
+	rows = read_held(relid, batch_id, key, &nrows, &stored_key, &key_pinned);
+	if (nrows == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("key %s is not held back by batch %s in table \"%s\"",
+						keytext, text_to_cstring(batch_id), t->relname),
+				 errhint("The keys a batch held back are in reconcile.conflicts, with their key as written there.")));
+	v = conflicting_version(rows, nrows);
+	if (v < 0)
+		elog(ERROR, "key %s of batch %s holds no conflict", keytext, text_to_cstring(batch_id));
+
+	/* The choice: a staged payload at v, or the target's. */
+	for (int i = 0; i < nrows; i++)
+	{
+		if (rows[i].version == v && same_hash(rows[i].staged_hash, choice))
+		{
+			staged_choice = true;
+			if (w == NULL)
+				w = &rows[i];
+		}
+	}
+	if (!staged_choice)
+	{
+		bool		target_choice = false;
+
+		for (int i = 0; i < nrows; i++)
+			target_choice |= rows[i].version == v && rows[i].at_target_version &&
+				same_hash(rows[i].existing_hash, choice);
+		if (!target_choice)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("payload hash \\x%s is not one of the payloads of key %s at version " INT64_FORMAT,
+							hash_hex(choice), keytext, v),
+					 errdetail("Batch %s held back key %s of table \"%s\" in conflict at version " INT64_FORMAT "; the payloads there are: %s.",
+							   text_to_cstring(batch_id), keytext, t->relname, v,
+							   list_choices(rows, nrows, v))));
+	}
+	/* A higher held version, in conflict with nothing, is what loads. */
+	if (rows[0].version > v)
+		w = &rows[0];
+	wversion = w ? w->version : v;
+
+	/* The key in the target's types, exactly as it was held, or refused. */
+	keys = palloc(sizeof(Datum) * t->nkeys);
+	key_from_jsonb(t, stored_key, key_pinned, text_to_cstring(batch_id), keys);
+
+	/*
+	 * The target as it is now.  Under REPEATABLE READ the transaction's
+	 * snapshot may predate a batch committed while this waited for the
+	 * lock: a second probe with the latest snapshot turns that into a
+	 * serialization failure, as in the merge.
+	 */
+	if (IsolationUsesXactSnapshot())
+	{
+		Probe	   *latest = probe_open(t, GetLatestSnapshot(), false);
+		int64		lversion = 0;
+		bytea	   *lhash = NULL;
+		bool		lfound = probe_find(latest, t, keys, &lversion, &lhash) != NULL;
+
+		probe = probe_open(t, GetTransactionSnapshot(), false);
+		found = probe_find(probe, t, keys, &tversion, &thash);
+		if (lfound != (found != NULL) || lversion != tversion)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access to table \"%s\" due to a concurrent write", t->relname),
+					 errdetail("Key %s was written by a transaction that committed after this one began.", keytext),
+					 errhint("Retry the transaction.")));
+		probe_close(latest);
+	}
+	else
+	{
+		probe = probe_open(t, GetLatestSnapshot(), false);
+		found = probe_find(probe, t, keys, &tversion, &thash);
+	}
+
+	if (found && tversion > wversion)
+		outcome = "stale";
+	else if (found && tversion == wversion &&
+			 same_hash(thash, w ? w->staged_hash : choice))
+		outcome = "unchanged";
+	else if (found && tversion == wversion && (w == NULL || !target_unchanged(rows, nrows, wversion, thash)))
+		ereport(ERROR,
+					(errcode(ERRCODE_UNIQUE_VIOLATION),
+					 errmsg("table \"%s\" now holds another payload for key %s at version " INT64_FORMAT,
+							t->relname, keytext, tversion),
+					 errdetail("The target's row changed since batch %s held the key back.",
+							   text_to_cstring(batch_id)),
+					 errhint("See the target's row and decide again with its payload hash, or load a higher version.")));
+	else if (w == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" no longer holds the payload to keep for key %s at version " INT64_FORMAT,
+						t->relname, keytext, v),
+				 errdetail("The target's row is %s since batch %s held the key back.",
+						   found ? psprintf("at version " INT64_FORMAT, tversion) : "gone",
+						   text_to_cstring(batch_id)),
+				 errhint("Accept one of the staged payloads, or load the payload to keep with a new batch.")));
+	else
+	{
+		Winner		winner;
+		Datum	   *payload = palloc(sizeof(Datum) * Max(t->npayload, 1));
+		bool	   *payload_isnull = palloc(sizeof(bool) * Max(t->npayload, 1));
+
+		payload_from_jsonb(t, w->staged_payload, payload, payload_isnull);
+		winner.keys = keys;
+		winner.payload = payload;
+		winner.payload_isnull = payload_isnull;
+		winner.version = version_datum(t, w->version);
+		winner.tombstone = w->deleted;
+		winner.hash = PointerGetDatum(w->staged_hash);
+		if (direct_allowed(t))
+		{
+			DirectWriter *dw = direct_open(t);
+
+			if (found)
+				direct_update(dw, found, &winner);	/* replaces at tversion too */
+			else
+				direct_insert(dw, &winner);
+			direct_close(dw);
+		}
+		else
+		{
+			ApplyWriter *aw = apply_create(t, text_to_cstring(batch_id));
+
+			apply_add(aw, &winner, found == NULL ? ACTION_INSERT :
+					  tversion == wversion ? ACTION_REPLACE :
+					  w->deleted ? ACTION_DELETE : ACTION_UPDATE);
+			apply_run(aw);
+		}
+		outcome = w->deleted ? "deleted" : found ? "updated" : "inserted";
+	}
+	probe_close(probe);
+
+	/* Recorded as the state tables' owner, decided_by the caller. */
+	{
+		Oid			types[9] = {REGCLASSOID, TEXTOID, JSONBOID, INT8OID, TEXTOID, BYTEAOID,
+		INT8OID, TEXTOID, NAMEOID};
+		Datum		args[9];
+		StateUser	su;
+		bool		isnull;
+
+		namestrcpy(&user, GetUserNameFromId(GetUserId(), false));
+		args[0] = ObjectIdGetDatum(relid);
+		args[1] = PointerGetDatum(batch_id);
+		args[2] = JsonbPGetDatum(stored_key);
+		args[3] = Int64GetDatum(v);
+		args[4] = CStringGetTextDatum(staged_choice ? "staged" : "target");
+		args[5] = PointerGetDatum(choice);
+		args[6] = Int64GetDatum(wversion);
+		args[7] = CStringGetTextDatum(outcome);
+		args[8] = NameGetDatum(&user);
+		state_user_enter(&su);
+		if (SPI_execute_with_args("INSERT INTO reconcile.resolutions (target, batch_id, key,"
+								  " version, choice, payload_hash, written_version, outcome,"
+								  " decided_by, decided_at)"
+								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, pg_catalog.now())"
+								  " RETURNING decided_at",
+								  9, types, args, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "could not write reconcile.resolutions");
+		state_user_leave(&su);
+		values[0] = CStringGetTextDatum("resolved");
+		values[1] = args[3];
+		values[2] = args[4];
+		values[3] = args[6];
+		values[4] = args[7];
+		values[5] = NameGetDatum(&user);
+		values[6] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	}
+
+done:
+	PopActiveSnapshot();
+	MemoryContextSwitchTo(outer);
+	result = heap_form_tuple(tupdesc, values, nulls);
+	SPI_finish();
+	PG_RETURN_DATUM(HeapTupleGetDatum(result));
+}
