@@ -64,10 +64,16 @@ FUZZ_OPTS ?=
 
 .PHONY: prove-installcheck pgtap-installcheck fuzz-installcheck
 
+# PROVE_DIR is where the tests run and write tmp_check (default: here);
+# PROVE_AS a command prefix to run them as another OS user (tools/test.sh
+# runs them as postgres, since initdb refuses root, on a copy of test/t).
+PROVE_DIR ?= $(CURDIR)
+PROVE_AS ?=
+
 prove-installcheck:
-	rm -rf '$(CURDIR)'/tmp_check
-	$(MKDIR_P) '$(CURDIR)'/tmp_check
-	TESTDIR='$(CURDIR)' RECONCILE_ROOT='$(CURDIR)' \
+	rm -rf '$(PROVE_DIR)'/tmp_check
+	cd '$(PROVE_DIR)' && $(PROVE_AS) env \
+	TESTDIR='$(PROVE_DIR)' RECONCILE_ROOT='$(CURDIR)' \
 	PATH="$(bindir):$$PATH" \
 	PERL5LIB='$(pgxsdir)/src/test/perl'"$${PERL5LIB:+:$$PERL5LIB}" \
 	PG_REGRESS='$(pgxsdir)/src/test/regress/pg_regress' \

@@ -2,10 +2,10 @@
 # Run every kind of reconcile test against a freshly set up machine:
 #   1. pg_regress (sql/*.sql) and 2. isolation specs (test/isolation/specs)
 #      via `make installcheck` against the throwaway cluster;
-#   3. pgTAP files (test/pgtap/*.sql) via pg_prove in database reconcile_tap;
-#   4. TAP (Perl) tests (test/t/*.pl) with PostgreSQL::Test::Cluster, run as
-#      the postgres user in a scratch folder;
-#   5. the fuzz test (test/fuzz/run.sh): targeted random calls and a short
+#   3. pgTAP files (test/pgtap/*.sql): make pgtap-installcheck, in database reconcile_tap;
+#   4. TAP (Perl) tests (test/t/*.pl) with PostgreSQL::Test::Cluster:
+#      make prove-installcheck, run as the postgres user in a scratch folder;
+#   5. the fuzz test: make fuzz-installcheck (test/fuzz/run.sh), targeted random calls and a short
 #      sqlsmith run against the throwaway cluster, failing only on a crash.
 # A failing kind does not stop the others; the exit status is non-zero if
 # any kind failed, and the diffs or logs of a failed kind are printed.
@@ -64,9 +64,8 @@ run_pgtap() {
 		record pgTAP skipped
 		return
 	fi
-	log "pgTAP: pg_prove over ${#files[@]} file(s) in database reconcile_tap"
-	if recreate_db reconcile_tap &&
-		pg_prove --dbname reconcile_tap --psql-bin "$PG_BINDIR/psql" "${files[@]}"; then
+	log "pgTAP: make pgtap-installcheck over ${#files[@]} file(s) in database reconcile_tap"
+	if make -C "$RECONCILE_ROOT" PG_CONFIG="$PG_BINDIR/pg_config" pgtap-installcheck; then
 		record pgTAP passed
 	else
 		record pgTAP failed
@@ -98,15 +97,11 @@ run_perl_tap() {
 	else
 		warn "moto_server did not start; test/t/070_objects.pl will skip"
 	fi
-	if (cd "$scratch" && runuser -u postgres -- env \
-		-u PGHOST -u PGPORT -u PGUSER -u PGDATABASE \
-		"${moto_env[@]}" \
-		PATH="$PG_BINDIR:/usr/local/bin:/usr/bin:/bin" \
-		PERL5LIB="$PG_PERL_DIR${PERL5LIB:+:$PERL5LIB}" \
-		PG_REGRESS="$PG_REGRESS_BIN" \
-		TESTDIR="$scratch" \
-		RECONCILE_ROOT="$RECONCILE_ROOT" \
-		prove --timer --ext .pl t/); then
+	# make runs here as root and prove as postgres (PROVE_AS), in the copy.
+	local as="runuser -u postgres -- env -u PGHOST -u PGPORT -u PGUSER -u PGDATABASE ${moto_env[*]}"
+	as="$as PATH=$PG_BINDIR:/usr/local/bin:/usr/bin:/bin"
+	if make -C "$RECONCILE_ROOT" PG_CONFIG="$PG_BINDIR/pg_config" prove-installcheck \
+		PROVE_DIR="$scratch" PROVE_AS="$as" PROVE_TESTS='t/*.pl'; then
 		bash "$RECONCILE_ROOT/tools/moto.sh" stop "$RECONCILE_STATE/.tmp/moto"
 		record TAP passed
 	else
@@ -123,8 +118,9 @@ run_perl_tap() {
 
 # Last: a crash restarts the cluster under the other kinds' feet.
 run_fuzz() {
-	log "fuzz: test/fuzz/run.sh"
-	if bash "$RECONCILE_ROOT/test/fuzz/run.sh"; then
+	log "fuzz: make fuzz-installcheck (test/fuzz/run.sh)"
+	if make -C "$RECONCILE_ROOT" PG_CONFIG="$PG_BINDIR/pg_config" fuzz-installcheck \
+		PGLOG="$PGCLUSTER_LOG"; then
 		record fuzz passed
 	else
 		record fuzz failed
