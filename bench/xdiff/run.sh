@@ -15,8 +15,11 @@
 #   bash bench/xdiff/run.sh [--rows N] [--diffs "0 10 1000 100000"]
 #                           [--methods "checksum async pull pgcmp"]
 #                           [--options '{"split_factor": 16, "leaf_rows": 16}|{}']
-#                           [--port P] [--no-throttle] [--no-install] [--keep]
+#                           [--port P] [--no-throttle] [--no-install] [--keep] [--repeat N]
 #
+# --repeat N measures each link and difference count N times, the methods
+# interleaved (checksum, async, pull, pgcmp, checksum, ...), and gives each
+# ratio as the median of the rounds' ratios with its minimum and maximum.
 # --options gives the checksum diff's options, several sets separated by |
 # (each is a row of its own; the ratios use the first).
 # Run as root from the repository on a machine set up by tools/setup.sh
@@ -38,6 +41,7 @@ OPTIONS='{}'
 THROTTLE=1
 INSTALL=1
 KEEP=0
+REPEAT=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rows) ROWS=$2; shift 2 ;;
@@ -48,9 +52,11 @@ while [ $# -gt 0 ]; do
 	--no-throttle) THROTTLE=0; shift ;;
 	--no-install) INSTALL=0; shift ;;
 	--keep) KEEP=1; shift ;;
+	--repeat) REPEAT=$2; shift 2 ;;
 	*) die "unknown argument $1" ;;
 	esac
 done
+[[ $REPEAT =~ ^[1-9][0-9]*$ ]] || die "--repeat takes a positive number of rounds, not '$REPEAT'"
 require_root
 
 OUT=$ROOT/bench/out/xdiff
@@ -186,7 +192,7 @@ printf '\ncross-server diff benchmark, %s rows per side, %s (%s)\n' "$ROWS" \
 	"$(date -u +%FT%TZ)" "$(git -C "$ROOT" rev-parse --short HEAD)"
 printf 'source table: %s MB on disk; fetch_size: postgres_fdw default (100); checksum options: %s\n\n' \
 	"$(echo "scale=1; $SRC_BYTES / 1000000" | bc)" "$OPTIONS"
-printf '| link | differences | method | findings | seconds | MB across |\n|---|---|---|---|---|---|\n'
+printf '| link | differences | round | method | findings | seconds | MB across |\n|---|---|---|---|---|---|---|\n'
 RESULTS=$OUT/results.tsv
 : >"$RESULTS"
 links=fast
@@ -195,6 +201,7 @@ for link in $links; do
 	p=$FAST_PORT
 	[ $link = slow ] && p=$SLOW_PORT
 	for d in $DIFFS; do
+		for ((round = 1; round <= REPEAT; round++)); do
 		for method in $METHODS; do
 			optsets=("$OPTIONS")
 			[ "$method" = checksum ] && IFS='|' read -ra optsets <<<"$OPTIONS"
@@ -217,10 +224,11 @@ for link in $links; do
 					found=$(grep -Ec '^(UPDATE|INSERT|DELETE) ' "$OUT/last.out" || true)
 					;;
 				esac
-				printf '| %s | %s | %s | %s | %.2f | %.3f |\n' "$link" "$d" "$label" "$found" "$SECS" \
+				printf '| %s | %s | %s | %s | %s | %.2f | %.3f |\n' "$link" "$d" "$round" "$label" "$found" "$SECS" \
 					"$(echo "scale=6; $BYTES / 1000000" | bc)"
-				printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$link" "$d" "$label" "$found" "$SECS" "$BYTES" >>"$RESULTS"
+				printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$link" "$d" "$label" "$found" "$SECS" "$BYTES" "$round" >>"$RESULTS"
 			done
+		done
 		done
 	done
 done
@@ -233,20 +241,44 @@ for m in checksum pull pgcmp; do
 	*) exit 0 ;;
 	esac
 done
-printf '\nratios (checksum against the others; time and bytes across)\n\n'
+printf '\nratios (checksum against the others; time and bytes across)'
+[ "$REPEAT" -gt 1 ] && printf ': median [min, max] over %s interleaved rounds' "$REPEAT"
+printf '\n\n'
 printf '| link | differences | bytes / pull | bytes / pg_comparator | bytes / source table on disk | time / pull | time / pg_comparator | async: time / pull | async: time / pg_comparator |\n|---|---|---|---|---|---|---|---|---|\n'
 awk -F'\t' -v src="$SRC_BYTES" '
-{ k = $1 " " $2; t[k, $3] = $5; b[k, $3] = $6; if (!(k in seen)) { seen[k] = 1; order[n++] = k } }
+# spread(list): "median [min, max]" of a space-separated list of numbers
+# (one number alone: just it).
+function spread(list, fmt,    v, n, i, j, x, m) {
+	n = split(list, v, " ")
+	if (n == 0) return ""
+	for (i = 2; i <= n; i++) { x = v[i] + 0; for (j = i - 1; j >= 1 && v[j] + 0 > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+	m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+	if (n == 1) return sprintf(fmt, m)
+	return sprintf(fmt " [" fmt ", " fmt "]", m, v[1], v[n])
+}
+{ k = $1 " " $2; r = $7; t[k, r, $3] = $5; b[k, r, $3] = $6
+  if (!(k in seen)) { seen[k] = 1; order[n++] = k }
+  if (!((k, r) in rs)) { rs[k, r] = 1; rounds[k] = rounds[k] " " r } }
 END {
 	for (i = 0; i < n; i++) {
 		split(order[i], f, " ")
 		k = order[i]
-		printf "| %s | %s | %.5f | %.3f | %.6f%% | %.2f | %.2f |", f[1], f[2],
-			b[k, "checksum"] / b[k, "pull"], b[k, "checksum"] / b[k, "pgcmp"],
-			100 * b[k, "checksum"] / src, t[k, "checksum"] / t[k, "pull"], t[k, "checksum"] / t[k, "pgcmp"]
-		if (t[k, "async"] != "")
-			printf " %.2f | %.2f |\n", t[k, "async"] / t[k, "pull"], t[k, "async"] / t[k, "pgcmp"]
-		else
-			printf " | |\n"
+		nr = split(rounds[k], R, " ")
+		bp = bg = bs = tp = tg = ap = ag = ""
+		for (j = 1; j <= nr; j++) {
+			r = R[j]
+			bp = bp " " b[k, r, "checksum"] / b[k, r, "pull"]
+			bg = bg " " b[k, r, "checksum"] / b[k, r, "pgcmp"]
+			bs = bs " " 100 * b[k, r, "checksum"] / src
+			tp = tp " " t[k, r, "checksum"] / t[k, r, "pull"]
+			tg = tg " " t[k, r, "checksum"] / t[k, r, "pgcmp"]
+			if (t[k, r, "async"] != "") {
+				ap = ap " " t[k, r, "async"] / t[k, r, "pull"]
+				ag = ag " " t[k, r, "async"] / t[k, r, "pgcmp"]
+			}
+		}
+		printf "| %s | %s | %s | %s | %s%% | %s | %s | %s | %s |\n", f[1], f[2],
+			spread(bp, "%.5f"), spread(bg, "%.3f"), spread(bs, "%.6f"),
+			spread(tp, "%.2f"), spread(tg, "%.2f"), spread(ap, "%.2f"), spread(ag, "%.2f")
 	}
 }' "$RESULTS"
