@@ -62,20 +62,6 @@ state_user_leave(StateUser *saved)
 }
 
 /*
- * Whether state table reconcile.<table> has a column: the library of 1.1
- * also runs against a schema of 1.0 until ALTER EXTENSION reconcile UPDATE
- * (the upgrade test loads batches so), and writes 1.1's columns only where
- * they exist.
- */
-bool
-state_has_column(const char *table, const char *column)
-{
-	Oid			relid = get_relname_relid(table, get_namespace_oid("reconcile", false));
-
-	return OidIsValid(relid) && get_attnum(relid, column) > 0;
-}
-
-/*
  * Run a read-only query on the state tables as their owner, with a
  * snapshot taken now: after the caller's lock was granted, so that a
  * registration committed while it waited is seen, in READ COMMITTED as in
