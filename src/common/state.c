@@ -97,6 +97,26 @@ state_query_latest(const char *sql, int nargs, Oid *argtypes, Datum *args, long 
 }
 
 /*
+ * Insert with a generic plan: its parameters stay parameters, passed by
+ * reference, where a custom plan would copy each into a constant, and
+ * detoast it (makeConst): a large manifest's arrays and compressed
+ * documents would be copied whole, and decompressed.
+ */
+void
+state_execute_generic(const char *sql, int nargs, Oid *types, Datum *args,
+					  const char *nulls, const char *relname)
+{
+	SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare an insert into %s: %s", relname,
+			 SPI_result_code_string(SPI_result));
+	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not write %s", relname);
+	SPI_freeplan(plan);
+}
+
+/*
  * A buffer is written out at this many rows or this many bytes of values,
  * whichever comes first: its memory stays bounded however wide the rows
  * (a conflict keeps both payloads) and however many the batch has.

@@ -96,6 +96,30 @@ static const StateColumn check_results_columns[] = {
 };
 const StateTable state_check_results = {"check_results", COLUMNS(check_results_columns)};
 
+/* committed_by (name) is set as text. */
+static const StateColumn receipts_columns[] = {
+	{"batch_id", TEXTOID, NULL, STATE_1_0},
+	{"target", REGCLASSOID, NULL, STATE_1_0},
+	{"source", TEXTOID, NULL, STATE_1_0},
+	{"cursor", TEXTOID, NULL, STATE_1_0},
+	{"manifest", JSONBOID, NULL, STATE_1_0},
+	{"staged_rows", INT8OID, NULL, STATE_1_0},
+	{"inserted", INT8OID, NULL, STATE_1_0},
+	{"updated", INT8OID, NULL, STATE_1_0},
+	{"deleted", INT8OID, NULL, STATE_1_0},
+	{"unchanged", INT8OID, NULL, STATE_1_0},
+	{"stale", INT8OID, NULL, STATE_1_0},
+	{"duplicates", INT8OID, NULL, STATE_1_0},
+	{"conflicts", INT8OID, NULL, STATE_1_0},
+	{"rejected", INT8OID, NULL, STATE_1_0},
+	{"checksum", TEXTOID, NULL, STATE_1_0},
+	{"objects", JSONBOID, NULL, STATE_1_0},
+	{"committed_at", TIMESTAMPTZOID, NULL, STATE_1_0},
+	{"committed_by", TEXTOID, NULL, STATE_1_0},
+	{"warnings", JSONBOID, NULL, STATE_1_0},
+};
+const StateTable state_receipts = {"receipts", COLUMNS(receipts_columns)};
+
 /* The column of reconcile.conflicts each version after 1.0 added. */
 static const char *const version_markers[] = {
 	[STATE_1_1] = "staged_payload",
@@ -148,56 +172,107 @@ struct StateRows
 	int			nslots;
 	Datum	   *values;
 	bool	   *isnull;
-	StateBuffer *buf;
+	StateBuffer *buf;			/* buffered rows; NULL for one row */
+	Oid		   *types;			/* one row: its parameters' */
+	const char *sql;			/* one row: its INSERT ... VALUES */
 };
 
 /*
- * A buffer for one state table, inserting the columns the installed schema
- * has, one array parameter each; every value starts NULL.
+ * Rows for one state table, inserting the columns the installed schema
+ * has, one parameter each ($1 ...), with the column list into sql; every
+ * value starts NULL.
  */
-StateRows *
-state_rows_create(const StateTable *table)
+static StateRows *
+state_rows_begin(const StateTable *table, StringInfo sql)
 {
 	StateRows  *rows = palloc0(sizeof(StateRows));
 	StateVersion version = state_version();
-	StringInfoData sql;
-	StringInfoData select;
-	StringInfoData from;
-	Oid		   *types = palloc(sizeof(Oid) * table->ncolumns);
 
 	rows->table = table;
 	rows->slot = palloc(sizeof(int) * table->ncolumns);
-	initStringInfo(&sql);
-	initStringInfo(&select);
-	initStringInfo(&from);
-	appendStringInfo(&sql, "INSERT INTO reconcile.%s (", table->name);
+	rows->types = palloc(sizeof(Oid) * table->ncolumns);
+	initStringInfo(sql);
+	appendStringInfo(sql, "INSERT INTO reconcile.%s (", table->name);
 	for (int i = 0; i < table->ncolumns; i++)
 	{
 		const StateColumn *c = &table->columns[i];
-		int			n;
 
 		if (c->since > version)
 		{
 			rows->slot[i] = -1;
 			continue;
 		}
-		n = rows->nslots++;
-		rows->slot[i] = n;
-		types[n] = c->type;
-		appendStringInfo(&sql, "%s%s", n ? ", " : "", c->name);
-		appendStringInfo(&select, "%sx.c%d%s%s", n ? ", " : "", n + 1,
-						 c->cast ? "::" : "", c->cast ? c->cast : "");
-		appendStringInfo(&from, "%spg_catalog.unnest($%d)", n ? ", " : "", n + 1);
+		rows->slot[i] = rows->nslots;
+		rows->types[rows->nslots] = c->type;
+		appendStringInfo(sql, "%s%s", rows->nslots ? ", " : "", quote_identifier(c->name));
+		rows->nslots++;
 	}
-	appendStringInfo(&sql, ") SELECT %s FROM ROWS FROM (%s) AS x(", select.data, from.data);
-	for (int n = 0; n < rows->nslots; n++)
-		appendStringInfo(&sql, "%sc%d", n ? ", " : "", n + 1);
-	appendStringInfoChar(&sql, ')');
+	appendStringInfoChar(sql, ')');
 	rows->values = palloc0(sizeof(Datum) * rows->nslots);
 	rows->isnull = palloc(sizeof(bool) * rows->nslots);
 	memset(rows->isnull, true, sizeof(bool) * rows->nslots);
-	rows->buf = state_buffer_create(sql.data, rows->nslots, types);
 	return rows;
+}
+
+/* A buffer for one state table: its rows inserted set-based, unnest(array) per column. */
+StateRows *
+state_rows_create(const StateTable *table)
+{
+	StringInfoData sql;
+	StateRows  *rows = state_rows_begin(table, &sql);
+
+	appendStringInfoString(&sql, " SELECT ");
+	for (int n = 0; n < rows->nslots; n++)
+	{
+		const char *cast = NULL;
+
+		for (int i = 0; i < table->ncolumns; i++)
+			if (rows->slot[i] == n)
+				cast = table->columns[i].cast;
+		appendStringInfo(&sql, "%sx.c%d%s%s", n ? ", " : "", n + 1,
+						 cast ? "::" : "", cast ? cast : "");
+	}
+	appendStringInfoString(&sql, " FROM ROWS FROM (");
+	for (int n = 0; n < rows->nslots; n++)
+		appendStringInfo(&sql, "%spg_catalog.unnest($%d)", n ? ", " : "", n + 1);
+	appendStringInfoString(&sql, ") AS x(");
+	for (int n = 0; n < rows->nslots; n++)
+		appendStringInfo(&sql, "%sc%d", n ? ", " : "", n + 1);
+	appendStringInfoChar(&sql, ')');
+	rows->buf = state_buffer_create(sql.data, rows->nslots, rows->types);
+	return rows;
+}
+
+/*
+ * One row for a state table, inserted by state_row_insert with a generic
+ * plan (state.c: state_execute_generic).
+ */
+StateRows *
+state_row_create(const StateTable *table)
+{
+	StringInfoData sql;
+	StateRows  *rows = state_rows_begin(table, &sql);
+
+	appendStringInfoString(&sql, " VALUES (");
+	for (int n = 0; n < rows->nslots; n++)
+		appendStringInfo(&sql, "%s$%d", n ? ", " : "", n + 1);
+	appendStringInfoChar(&sql, ')');
+	rows->sql = sql.data;
+	return rows;
+}
+
+/* Insert the one row built; the caller is the state tables' owner (state.c). */
+void
+state_row_insert(StateRows *rows)
+{
+	char	   *nulls = palloc(rows->nslots + 1);
+
+	Assert(rows->buf == NULL);
+	for (int n = 0; n < rows->nslots; n++)
+		nulls[n] = rows->isnull[n] ? 'n' : ' ';
+	nulls[rows->nslots] = '\0';
+	state_execute_generic(rows->sql, rows->nslots, rows->types, rows->values, nulls,
+						  psprintf("reconcile.%s", rows->table->name));
 }
 
 /* The column's place in the insert, -1 where the installed schema lacks it. */

@@ -35,6 +35,7 @@ extern const StateTable state_conflicts;
 extern const StateTable state_rejects;
 extern const StateTable state_diff_results;
 extern const StateTable state_check_results;
+extern const StateTable state_receipts;
 
 extern StateVersion state_version(void);
 
@@ -42,6 +43,8 @@ extern StateVersion state_version(void);
 typedef struct StateRows StateRows;
 
 extern StateRows *state_rows_create(const StateTable *table);
+extern StateRows *state_row_create(const StateTable *table);
+extern void state_row_insert(StateRows *rows);
 extern bool state_rows_has(StateRows *rows, const char *column);
 extern void state_row_set(StateRows *rows, const char *column, Datum value);
 extern void state_row_set_text(StateRows *rows, const char *column,
