@@ -8,7 +8,12 @@
 
 #include "common/state.h"
 
-/* The schema versions the library runs against, oldest first. */
+/*
+ * The schema versions the library runs against, oldest first.  A column
+ * added by an update script is added to its table's descriptor with the
+ * version it came with (state_schema.c); a new version also names, in
+ * version_markers, the column it adds to reconcile.conflicts.
+ */
 typedef enum StateVersion
 {
 	STATE_1_0,
