@@ -62,20 +62,6 @@ state_user_leave(StateUser *saved)
 }
 
 /*
- * Whether state table reconcile.<table> has a column: the library of 1.1
- * also runs against a schema of 1.0 until ALTER EXTENSION reconcile UPDATE
- * (the upgrade test loads batches so), and writes 1.1's columns only where
- * they exist.
- */
-bool
-state_has_column(const char *table, const char *column)
-{
-	Oid			relid = get_relname_relid(table, get_namespace_oid("reconcile", false));
-
-	return OidIsValid(relid) && get_attnum(relid, column) > 0;
-}
-
-/*
  * Run a read-only query on the state tables as their owner, with a
  * snapshot taken now: after the caller's lock was granted, so that a
  * registration committed while it waited is seen, in READ COMMITTED as in
@@ -108,6 +94,26 @@ state_query_latest(const char *sql, int nargs, Oid *argtypes, Datum *args, long 
 		elog(ERROR, "could not read the reconcile state tables");
 	SPI_freeplan(plan);
 	state_user_leave(&su);
+}
+
+/*
+ * Insert with a generic plan: its parameters stay parameters, passed by
+ * reference, where a custom plan would copy each into a constant, and
+ * detoast it (makeConst): a large manifest's arrays and compressed
+ * documents would be copied whole, and decompressed.
+ */
+void
+state_execute_generic(const char *sql, int nargs, Oid *types, Datum *args,
+					  const char *nulls, const char *relname)
+{
+	SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare an insert into %s: %s", relname,
+			 SPI_result_code_string(SPI_result));
+	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not write %s", relname);
+	SPI_freeplan(plan);
 }
 
 /*

@@ -17,7 +17,9 @@ typedef struct StateUser
 extern void state_user_enter(StateUser *saved);
 extern void state_user_leave(StateUser *saved);
 extern void state_read_latest(const char *sql, Oid relid, long tcount);
-extern bool state_has_column(const char *table, const char *column);
+extern void state_execute_generic(const char *sql, int nargs, Oid *types,
+								  Datum *args, const char *nulls,
+								  const char *relname);
 extern void state_query_latest(const char *sql, int nargs, Oid *argtypes,
 							   Datum *args, long tcount);
 

@@ -45,7 +45,7 @@
 #include "utils/varlena.h"
 
 #include "diff.h"
-#include "common/state.h"
+#include "common/state_schema.h"
 #include "common/subxact.h"
 
 PG_FUNCTION_INFO_V1(reconcile_diff_run);
@@ -64,7 +64,7 @@ typedef struct DiffJob
  * The run's row: the columns of 1.1, then (schema 1.2) reader_dependent
  * and sqlstate.  The library also runs against a schema of 1.1 until
  * ALTER EXTENSION reconcile UPDATE, and writes 1.2's columns only where
- * they exist (state.c: state_has_column).
+ * they exist (state_schema.c: state_version).
  */
 #define RUN_INSERT_NARGS_1_1 17
 #define RUN_INSERT_NARGS 19
@@ -283,7 +283,7 @@ insert_run(Datum *args, const char *nulls, TupleDesc *desc)
 	StateUser	su;
 	HeapTuple	row;
 
-	bool		v1_2 = state_has_column("diff_runs", "sqlstate");
+	bool		v1_2 = state_version() >= STATE_1_2;
 
 	state_user_enter(&su);
 	if (SPI_execute_with_args(v1_2 ? run_insert_sql : run_insert_sql_1_1,
@@ -302,40 +302,31 @@ static void
 insert_results(int64 run_id, Oid source, Oid target, Tuplestorestate *ts,
 			   TupleDesc desc)
 {
-	/* columns (text[]) travels as its text form: arrays of arrays are 2-D. */
-	static const Oid types[8] = {INT8OID, REGCLASSOID, REGCLASSOID, TEXTOID,
-	JSONBOID, TEXTOID, JSONBOID, JSONBOID};
-	StateBuffer *buf;
+	/* A finding's attributes, in order (diff.h: DIFF_FINDING_NATTS). */
+	static const char *const finding_columns[DIFF_FINDING_NATTS] = {
+		"issue", "key", "columns", "source_values", "target_values"
+	};
+	StateRows  *rows = state_rows_create(&state_diff_results);
 	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
-	Datum		values[8];
-	bool		isnull[8] = {false};
 
-	buf = state_buffer_create("INSERT INTO reconcile.diff_results (run_id, source, target,"
-							  " issue, key, columns, source_values, target_values)"
-							  " SELECT r, s, t, i, k, c::pg_catalog.text[], sv, tv"
-							  " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
-							  " pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5),"
-							  " pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))"
-							  " AS x(r, s, t, i, k, c, sv, tv)",
-							  8, types);
-	values[0] = Int64GetDatum(run_id);
-	values[1] = ObjectIdGetDatum(source);
-	values[2] = ObjectIdGetDatum(target);
 	tuplestore_rescan(ts);
 	while (tuplestore_gettupleslot(ts, true, false, slot))
 	{
 		CHECK_FOR_INTERRUPTS();
 		slot_getallattrs(slot);
+		state_row_set(rows, "run_id", Int64GetDatum(run_id));
+		state_row_set(rows, "source", ObjectIdGetDatum(source));
+		state_row_set(rows, "target", ObjectIdGetDatum(target));
 		for (int i = 0; i < DIFF_FINDING_NATTS; i++)
-		{
-			values[3 + i] = slot->tts_values[i];
-			isnull[3 + i] = slot->tts_isnull[i];
-		}
-		if (!isnull[5])
-			values[5] = CStringGetTextDatum(OidOutputFunctionCall(F_ARRAY_OUT, values[5]));
-		state_buffer_add(buf, values, isnull);
+			if (!slot->tts_isnull[i])
+				state_row_set(rows, finding_columns[i], slot->tts_values[i]);
+		/* columns (text[]) travels as its text form: arrays of arrays are 2-D. */
+		if (!slot->tts_isnull[2])
+			state_row_set(rows, "columns",
+						  CStringGetTextDatum(OidOutputFunctionCall(F_ARRAY_OUT, slot->tts_values[2])));
+		state_row_add(rows);
 	}
-	state_buffer_flush(buf);
+	state_rows_flush(rows);
 	ExecDropSingleTupleTableSlot(slot);
 }
 

@@ -92,7 +92,7 @@
 #include "rules/rules.h"
 #include "common/sha256.h"
 #include "common/sqlname.h"
-#include "common/state.h"
+#include "common/state_schema.h"
 
 PG_FUNCTION_INFO_V1(reconcile_citus_input);
 PG_FUNCTION_INFO_V1(reconcile_citus_text);
@@ -1254,7 +1254,7 @@ statement_rejects(BatchState *b, CitusRun *run)
 	StagedShape *sh = run->shape;
 	StringInfoData sql;
 	Portal		portal;
-	StateBuffer *rejects = stage_rejects_buffer(sh->rejects_version_id);
+	StateRows  *rejects = stage_rejects_buffer();
 	int64		nread = 0;
 	FmgrInfo	hash_out;
 	MemoryContext rowcxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile reject row",
@@ -1310,22 +1310,20 @@ statement_rejects(BatchState *b, CitusRun *run)
 
 #define REJECT(column, raw, ...) \
 	do { \
-		Datum		values[8]; \
-		bool		nulls[8] = {false}; \
 		const char *col_ = (column); \
 		const char *raw_ = (raw); \
-		values[0] = CStringGetTextDatum(b->batch_id); \
-		values[1] = ObjectIdGetDatum(t->relid); \
-		values[2] = CStringGetTextDatum(e->object_key); \
-		values[3] = Int64GetDatum(source_row); \
-		nulls[3] = source_row_null; \
-		values[4] = col_ ? CStringGetTextDatum(col_) : (Datum) 0; \
-		nulls[4] = col_ == NULL; \
-		values[5] = raw_ ? CStringGetTextDatum(raw_) : (Datum) 0; \
-		nulls[5] = raw_ == NULL; \
-		values[6] = CStringGetTextDatum(psprintf(__VA_ARGS__)); \
-		values[7] = CStringGetTextDatum(e->version_id); \
-		state_buffer_add(rejects, values, nulls); \
+		state_row_set(rejects, "batch_id", CStringGetTextDatum(b->batch_id)); \
+		state_row_set(rejects, "target", ObjectIdGetDatum(t->relid)); \
+		state_row_set(rejects, "object_key", CStringGetTextDatum(e->object_key)); \
+		if (!source_row_null) \
+			state_row_set(rejects, "source_row", Int64GetDatum(source_row)); \
+		if (col_) \
+			state_row_set(rejects, "column_name", CStringGetTextDatum(col_)); \
+		if (raw_) \
+			state_row_set(rejects, "raw_value", CStringGetTextDatum(raw_)); \
+		state_row_set(rejects, "reason", CStringGetTextDatum(psprintf(__VA_ARGS__))); \
+		state_row_set(rejects, "version_id", CStringGetTextDatum(e->version_id)); \
+		state_row_add(rejects); \
 		problems++; \
 	} while (0)
 
@@ -1405,10 +1403,10 @@ statement_rejects(BatchState *b, CitusRun *run)
 			MemoryContextReset(rowcxt);
 		}
 		SPI_freetuptable(SPI_tuptable);
-		state_buffer_flush(rejects);
+		state_rows_flush(rejects);
 	}
 	SPI_cursor_close(portal);
-	state_buffer_flush(rejects);
+	state_rows_flush(rejects);
 	MemoryContextDelete(rowcxt);
 	if (nread != b->totals[DISP_REJECTED])
 		ereport(ERROR,
@@ -1502,29 +1500,16 @@ statement_conflicts(BatchState *b, CitusRun *run)
 	TargetInfo *t = b->target;
 	StringInfoData sql;
 	Portal		portal;
-	bool		hold_payloads = state_has_column("conflicts", "staged_payload");
-	StateBuffer *conflicts;
-	static const Oid types[12] = {TEXTOID, REGCLASSOID, JSONBOID, INT8OID,
-	TEXTOID, INT8OID, BYTEAOID, BYTEAOID, TEXTOID, BOOLOID, JSONBOID, JSONBOID};
+	bool		hold_payloads;
+	StateRows  *conflicts;
 	int			first_payload = 9 + t->nkeys;
 	int			first_target = first_payload + t->npayload + 2;
 	MemoryContext rowcxt;
 
 	if (b->totals[DISP_CONFLICT] == 0)
 		return;
-	if (hold_payloads)
-		conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
-										" key, version, object_key, source_row, staged_hash,"
-										" existing_hash, version_id, deleted, staged_payload,"
-										" existing_payload)"
-										" SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11), pg_catalog.unnest($12))",
-										12, types);
-	else
-		conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
-										" key, version, object_key, source_row, staged_hash,"
-										" existing_hash)"
-										" SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))",
-										8, types);
+	conflicts = state_rows_create(&state_conflicts);
+	hold_payloads = state_rows_has(conflicts, "staged_payload");
 	initStringInfo(&sql);
 	/* 1 v, 2 obj, 3 source_row, 4 h, 5 is_delete, 6 at the target's version, 7 th, 8 unused, then keys, payload, target payload */
 	appendStringInfo(&sql, "SELECT w.v, w.obj, w.source_row, w.h, w.is_delete,"
@@ -1556,8 +1541,6 @@ statement_conflicts(BatchState *b, CitusRun *run)
 			HeapTuple	tup = SPI_tuptable->vals[r];
 			TupleDesc	desc = SPI_tuptable->tupdesc;
 			MemoryContext old = MemoryContextSwitchTo(rowcxt);
-			Datum		values[12];
-			bool		isnull[12] = {false};
 			bool		n;
 			int32		obj = DatumGetInt32(SPI_getbinval(tup, desc, 2, &n));
 			bool		at_version = DatumGetBool(SPI_getbinval(tup, desc, 6, &n));
@@ -1566,41 +1549,38 @@ statement_conflicts(BatchState *b, CitusRun *run)
 			Datum	   *pv = palloc(sizeof(Datum) * Max(t->npayload, 1));
 			bool	   *pn = palloc(sizeof(bool) * Max(t->npayload, 1));
 
-			values[0] = CStringGetTextDatum(b->batch_id);
-			values[1] = ObjectIdGetDatum(t->relid);
-			values[2] = JsonbPGetDatum(key_to_jsonb(t, fetched_key(t, tup, desc, 9)));
-			values[3] = Int64GetDatum(int_datum(t->version.typid, SPI_getbinval(tup, desc, 1, &n)));
-			values[4] = CStringGetTextDatum(b->manifest->entries[obj].object_key);
-			values[5] = SPI_getbinval(tup, desc, 3, &n);
-			values[6] = SPI_getbinval(tup, desc, 4, &n);
-			isnull[7] = !(at_version && !th_null);
-			values[7] = isnull[7] ? (Datum) 0 : th;
+			state_row_set(conflicts, "batch_id", CStringGetTextDatum(b->batch_id));
+			state_row_set(conflicts, "target", ObjectIdGetDatum(t->relid));
+			state_row_set(conflicts, "key", JsonbPGetDatum(key_to_jsonb(t, fetched_key(t, tup, desc, 9))));
+			state_row_set(conflicts, "version", Int64GetDatum(int_datum(t->version.typid, SPI_getbinval(tup, desc, 1, &n))));
+			state_row_set(conflicts, "object_key", CStringGetTextDatum(b->manifest->entries[obj].object_key));
+			state_row_set(conflicts, "source_row", SPI_getbinval(tup, desc, 3, &n));
+			state_row_set(conflicts, "staged_hash", SPI_getbinval(tup, desc, 4, &n));
+			if (at_version && !th_null)
+				state_row_set(conflicts, "existing_hash", th);
 			if (hold_payloads)
 			{
-				values[8] = CStringGetTextDatum(b->manifest->entries[obj].version_id);
-				values[9] = SPI_getbinval(tup, desc, 5, &n);
+				state_row_set(conflicts, "version_id", CStringGetTextDatum(b->manifest->entries[obj].version_id));
+				state_row_set(conflicts, "deleted", SPI_getbinval(tup, desc, 5, &n));
 				for (int i = 0; i < t->npayload; i++)
 					pv[i] = SPI_getbinval(tup, desc, first_payload + i, &pn[i]);
-				values[10] = JsonbPGetDatum(payload_to_jsonb(t, pv, pn));
-				isnull[11] = !at_version;
+				state_row_set(conflicts, "staged_payload", JsonbPGetDatum(payload_to_jsonb(t, pv, pn)));
 				if (at_version)
 				{
 					for (int i = 0; i < t->npayload; i++)
 						pv[i] = SPI_getbinval(tup, desc, first_target + i, &pn[i]);
-					values[11] = JsonbPGetDatum(payload_to_jsonb(t, pv, pn));
+					state_row_set(conflicts, "existing_payload", JsonbPGetDatum(payload_to_jsonb(t, pv, pn)));
 				}
-				else
-					values[11] = (Datum) 0;
 			}
-			state_buffer_add(conflicts, values, isnull);
+			state_row_add(conflicts);
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(rowcxt);
 		}
 		SPI_freetuptable(SPI_tuptable);
-		state_buffer_flush(conflicts);
+		state_rows_flush(conflicts);
 	}
 	SPI_cursor_close(portal);
-	state_buffer_flush(conflicts);
+	state_rows_flush(conflicts);
 	MemoryContextDelete(rowcxt);
 }
 

@@ -97,13 +97,12 @@ typedef struct StagedShape
 	bool		has_hash;		/* a payload_hash column */
 	Oid			hash_type;
 	bool		has_version_id; /* rows belong to (object_key, version_id) */
-	bool		rejects_version_id; /* reconcile.rejects has 1.1's version_id */
 } StagedShape;
 
-struct StateBuffer;
+struct StateRows;
 extern void stage_describe(BatchState *batch, StagedShape *shape);
 extern bool stage_input_value(TargetColumn *col, char *text, Datum *out, char **error);
-extern struct StateBuffer *stage_rejects_buffer(bool with_version_id);
+extern struct StateRows *stage_rejects_buffer(void);
 
 /* ---- merge.c ---- */
 

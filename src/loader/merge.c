@@ -42,7 +42,7 @@
 #include "probe.h"
 #include "progress.h"
 #include "rules/rules.h"
-#include "common/state.h"
+#include "common/state_schema.h"
 #include "writers.h"
 
 /* One staged row of the current key, as the sort delivered it. */
@@ -75,7 +75,7 @@ typedef struct Merger
 	Probe	   *probe;
 	Probe	   *latest;			/* REPEATABLE READ: catches concurrent inserts */
 
-	StateBuffer *conflicts;
+	StateRows  *conflicts;
 	bool		hold_payloads;	/* reconcile.conflicts has the 1.1 columns */
 	int64		nconflicts;
 	StringInfoData named;		/* conflicts named in an 'abort' error */
@@ -212,36 +212,35 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 		}
 		else
 		{
-			Datum		values[12];
-			bool		isnull[12] = {false};
+			StateRows  *c = m->conflicts;
 			bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
 
 			SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
 			memcpy(VARDATA(h), row->hash, RECONCILE_SHA256_LEN);
-			values[0] = CStringGetTextDatum(m->b->batch_id);
-			values[1] = ObjectIdGetDatum(t->relid);
+			state_row_set(c, "batch_id", CStringGetTextDatum(m->b->batch_id));
+			state_row_set(c, "target", ObjectIdGetDatum(t->relid));
 			if (keyjb == NULL)
 				keyjb = key_to_jsonb(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
-			values[2] = JsonbPGetDatum(keyjb);
-			values[3] = Int64GetDatum(row->version);
-			values[4] = CStringGetTextDatum(m->b->manifest->entries[row->obj].object_key);
-			values[5] = Int64GetDatum(row->source_row);
-			values[6] = PointerGetDatum(h);
-			isnull[7] = !(found && row->version == tversion && thash != NULL);
-			values[7] = isnull[7] ? (Datum) 0 : PointerGetDatum(thash);
-			if (!m->hold_payloads)
+			state_row_set(c, "key", JsonbPGetDatum(keyjb));
+			state_row_set(c, "version", Int64GetDatum(row->version));
+			state_row_set(c, "object_key", CStringGetTextDatum(m->b->manifest->entries[row->obj].object_key));
+			state_row_set(c, "source_row", Int64GetDatum(row->source_row));
+			state_row_set(c, "staged_hash", PointerGetDatum(h));
+			if (found && row->version == tversion && thash != NULL)
+				state_row_set(c, "existing_hash", PointerGetDatum(thash));
+			if (m->hold_payloads)
 			{
-				state_buffer_add(m->conflicts, values, isnull);
-				continue;
+				state_row_set(c, "version_id", CStringGetTextDatum(m->b->manifest->entries[row->obj].version_id));
+				state_row_set(c, "deleted", BoolGetDatum(row->is_delete));
+				state_row_set(c, "staged_payload", JsonbPGetDatum(held_payload(m, i)));
+				if (found && row->version == tversion)
+				{
+					if (existing == NULL)
+						existing = target_payload(t, found);
+					state_row_set(c, "existing_payload", JsonbPGetDatum(existing));
+				}
 			}
-			values[8] = CStringGetTextDatum(m->b->manifest->entries[row->obj].version_id);
-			values[9] = BoolGetDatum(row->is_delete);
-			values[10] = JsonbPGetDatum(held_payload(m, i));
-			isnull[11] = !(found && row->version == tversion);
-			if (!isnull[11] && existing == NULL)
-				existing = target_payload(t, found);
-			values[11] = isnull[11] ? (Datum) 0 : JsonbPGetDatum(existing);
-			state_buffer_add(m->conflicts, values, isnull);
+			state_row_add(c);
 		}
 	}
 }
@@ -418,8 +417,6 @@ merge_batch(BatchState *b)
 	TupleTableSlot *slot;
 	bool		in_group = false;
 	int64		nmerged = 0;
-	static const Oid conflict_types[12] = {TEXTOID, REGCLASSOID, JSONBOID, INT8OID,
-	TEXTOID, INT8OID, BYTEAOID, BYTEAOID, TEXTOID, BOOLOID, JSONBOID, JSONBOID};
 
 	memset(&m, 0, sizeof(m));
 	m.b = b;
@@ -437,22 +434,10 @@ merge_batch(BatchState *b)
 	/*
 	 * Held rows keep their object version and payloads from 1.1 on; the 1.1
 	 * library on a schema not yet updated (ALTER EXTENSION reconcile UPDATE)
-	 * holds the hashes only, as 1.0 did (state.c: state_has_column).
+	 * holds the hashes only, as 1.0 did (state_schema.c).
 	 */
-	m.hold_payloads = state_has_column("conflicts", "staged_payload");
-	if (m.hold_payloads)
-		m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
-										  " key, version, object_key, source_row, staged_hash,"
-										  " existing_hash, version_id, deleted, staged_payload,"
-										  " existing_payload)"
-										  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11), pg_catalog.unnest($12))",
-										  12, conflict_types);
-	else
-		m.conflicts = state_buffer_create("INSERT INTO reconcile.conflicts (batch_id, target,"
-										  " key, version, object_key, source_row, staged_hash,"
-										  " existing_hash)"
-										  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))",
-										  8, conflict_types);
+	m.conflicts = state_rows_create(&state_conflicts);
+	m.hold_payloads = state_rows_has(m.conflicts, "staged_payload");
 	m.rowslot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsMinimalTuple);
 
 	/*
@@ -525,7 +510,7 @@ merge_batch(BatchState *b)
 				 errdetail("Rows of keys where two payloads claim one version, in the batch or against the target's row: %s%s.",
 						   m.named.data, m.nconflicts > CONFLICTS_NAMED ? "; ..." : ""),
 				 errhint("Nothing was applied. Correct the source, or register the target with conflict_policy => 'quarantine' to hold conflicting keys back and load the rest.")));
-	state_buffer_flush(m.conflicts);
+	state_rows_flush(m.conflicts);
 	if (m.direct)
 		direct_close(m.direct);
 	else

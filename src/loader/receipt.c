@@ -31,7 +31,7 @@
 #include "common/jsonbuild.h"
 #include "loader.h"
 #include "rules/rules.h"
-#include "common/state.h"
+#include "common/state_schema.h"
 
 /*
  * Under REPEATABLE READ or SERIALIZABLE the transaction may not see a
@@ -184,29 +184,9 @@ objects_jsonb(BatchState *b)
 }
 
 /*
- * Insert with a generic plan: its parameters stay parameters, passed by
- * reference, where a custom plan would copy each into a constant, and
- * detoast it (makeConst): a large manifest's arrays and compressed
- * documents would be copied whole, and decompressed.
- */
-static void
-execute_generic(const char *sql, int nargs, Oid *types, Datum *args,
-				const char *nulls, const char *relname)
-{
-	SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
-
-	if (plan == NULL)
-		elog(ERROR, "could not prepare an insert into %s: %s", relname,
-			 SPI_result_code_string(SPI_result));
-	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not write %s", relname);
-	SPI_freeplan(plan);
-}
-
-/*
  * A receipt's manifest and objects, compressed here as the toaster would
  * compress them on insert: the INSERT then copies the compressed bytes into
- * its tuple instead of the whole documents (see execute_generic), some 470
+ * its tuple instead of the whole documents (see state_execute_generic), some 470
  * bytes per object of a large manifest.
  */
 static Datum
@@ -231,11 +211,12 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	char		checksum[RECONCILE_HEX_LEN + 1];
 	TimestampTz now = GetCurrentTimestamp();
 	int64		staged = 0;
-	Datum		args[19];
-	char		nulls[19];
-	Oid			types[19] = {TEXTOID, REGCLASSOID, TEXTOID, TEXTOID, JSONBOID,
-		INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
-	TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID, JSONBOID};
+	StateRows  *receipt = state_row_create(&state_receipts);
+	Datum		batch_id = CStringGetTextDatum(b->batch_id);
+	Datum		target = ObjectIdGetDatum(b->target->relid);
+	Datum		checksum_text;
+	Datum		committed_at = TimestampTzGetDatum(now);
+	Datum		warnings;
 	bool		warnings_null;	/* rules_attach.c: warn rule counts */
 	Jsonb	   *raw_objects;
 	Datum		objects;
@@ -248,45 +229,38 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	if (objects != JsonbPGetDatum(raw_objects))
 		pfree(raw_objects);
 
-	memset(nulls, ' ', sizeof(nulls));
-	args[0] = CStringGetTextDatum(b->batch_id);
-	args[1] = ObjectIdGetDatum(b->target->relid);
-	args[2] = source ? CStringGetTextDatum(source) : (Datum) 0;
-	nulls[2] = source ? ' ' : 'n';
-	args[3] = cursor ? CStringGetTextDatum(cursor) : (Datum) 0;
-	nulls[3] = cursor ? ' ' : 'n';
-	args[4] = compress_document(JsonbPGetDatum(manifest));
-	args[5] = Int64GetDatum(staged);
+	checksum_text = CStringGetTextDatum(checksum);
+	state_row_set(receipt, "batch_id", batch_id);
+	state_row_set(receipt, "target", target);
+	state_row_set_text(receipt, "source", source);
+	state_row_set_text(receipt, "cursor", cursor);
+	state_row_set(receipt, "manifest", compress_document(JsonbPGetDatum(manifest)));
+	state_row_set(receipt, "staged_rows", Int64GetDatum(staged));
 	for (int d = 0; d < DISP_COUNT; d++)
-		args[6 + d] = Int64GetDatum(b->totals[d]);
-	args[14] = CStringGetTextDatum(checksum);
-	args[15] = objects;
-	args[16] = TimestampTzGetDatum(now);
-	args[17] = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
-	args[18] = batch_rules_warnings(b->rules, &warnings_null);
-	nulls[18] = warnings_null ? 'n' : ' ';
+		state_row_set(receipt, disposition_names[d], Int64GetDatum(b->totals[d]));
+	state_row_set(receipt, "checksum", checksum_text);
+	state_row_set(receipt, "objects", objects);
+	state_row_set(receipt, "committed_at", committed_at);
+	state_row_set(receipt, "committed_by", CStringGetTextDatum(GetUserNameFromId(GetUserId(), false)));
+	warnings = batch_rules_warnings(b->rules, &warnings_null);
+	if (!warnings_null)
+		state_row_set(receipt, "warnings", warnings);
 
 	state_user_enter(&su);
-	execute_generic("INSERT INTO reconcile.receipts (batch_id, target, source,"
-					" \"cursor\", manifest, staged_rows, inserted, updated, deleted,"
-					" unchanged, stale, duplicates, conflicts, rejected, checksum,"
-					" objects, committed_at, committed_by, warnings)"
-					" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
-					" $13, $14, $15, $16, $17, $18, $19)",
-					19, types, args, nulls, "reconcile.receipts");
+	state_row_insert(receipt);
 
 	{
 		Oid			otypes[6] = {TEXTOID, REGCLASSOID, TEXTARRAYOID, TEXTARRAYOID,
 		TEXTARRAYOID, INT8ARRAYOID};
 		Datum		oargs[6];
 
-		oargs[0] = args[0];
-		oargs[1] = args[1];
+		oargs[0] = batch_id;
+		oargs[1] = target;
 		oargs[2] = manifest_array(b->manifest, MANIFEST_OBJECT_KEY);
 		oargs[3] = manifest_array(b->manifest, MANIFEST_VERSION_ID);
 		oargs[4] = manifest_array(b->manifest, MANIFEST_CONTENT_HASH);
 		oargs[5] = manifest_array(b->manifest, MANIFEST_ROWS);
-		execute_generic("INSERT INTO reconcile.batch_objects (batch_id, target,"
+		state_execute_generic("INSERT INTO reconcile.batch_objects (batch_id, target,"
 						" object_key, version_id, content_hash, \"rows\")"
 						" SELECT $1, $2, o.* FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6)) AS o",
 						6, otypes, oargs, NULL, "reconcile.batch_objects");
@@ -295,7 +269,9 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	if (source != NULL)
 	{
 		Oid			ctypes[5] = {REGCLASSOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID};
-		Datum		cargs[5] = {args[1], args[2], args[3], args[0], args[16]};
+		Datum		cargs[5] = {target, CStringGetTextDatum(source),
+		cursor ? CStringGetTextDatum(cursor) : (Datum) 0, batch_id, committed_at};
+		char		cnulls[5] = {' ', ' ', cursor ? ' ' : 'n', ' ', ' '};
 
 		if (SPI_execute_with_args("INSERT INTO reconcile.cursors AS c (target, source,"
 								  " \"position\", batch_id, updated_at)"
@@ -304,19 +280,19 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 								  " \"position\" = excluded.\"position\","
 								  " batch_id = excluded.batch_id,"
 								  " updated_at = excluded.updated_at",
-								  5, ctypes, cargs, NULL, false, 0) != SPI_OK_INSERT)
+								  5, ctypes, cargs, cnulls, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not write reconcile.cursors");
 	}
 	state_user_leave(&su);
 
-	values[0] = args[0];
-	values[1] = args[1];
+	values[0] = batch_id;
+	values[1] = target;
 	values[2] = CStringGetTextDatum("committed");
 	for (int d = 0; d < DISP_COUNT; d++)
-		values[3 + d] = args[6 + d];
-	values[11] = args[14];
-	values[12] = args[16];
-	values[13] = args[5];
+		values[3 + d] = Int64GetDatum(b->totals[d]);
+	values[11] = checksum_text;
+	values[12] = committed_at;
+	values[13] = Int64GetDatum(staged);
 	values[14] = objects;
 	memset(isnull, 0, sizeof(bool) * RECEIPT_NATTS);
 }

@@ -18,7 +18,7 @@
 #include "citus_merge.h"
 #include "common/args.h"
 #include "common/sqlname.h"
-#include "common/state.h"
+#include "common/state_schema.h"
 #include "target.h"
 
 PG_FUNCTION_INFO_V1(reconcile_register);
@@ -118,7 +118,7 @@ reconcile_register(PG_FUNCTION_ARGS)
 	values[6] = PG_GETARG_DATUM(5);
 
 	SPI_connect();
-	if (state_has_column("targets", "options"))
+	if (state_version() >= STATE_1_1)
 	{
 		state_user_enter(&su);
 		if (SPI_execute_with_args("INSERT INTO reconcile.targets AS t (target, key_columns,"
@@ -141,7 +141,7 @@ reconcile_register(PG_FUNCTION_ARGS)
 	else
 	{
 		/*
-		 * The schema of 1.0 (state.c: state_has_column), whose definition of
+		 * The schema of 1.0 (state_schema.c: state_version), whose definition of
 		 * reconcile_register has no options argument.
 		 */
 		Assert(!has_options);

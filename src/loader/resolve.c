@@ -45,7 +45,7 @@
 #include "probe.h"
 #include "common/sha256.h"
 #include "common/sqlname.h"
-#include "common/state.h"
+#include "common/state_schema.h"
 #include "target.h"
 #include "writers.h"
 
@@ -150,7 +150,7 @@ read_held(Oid relid, text *batch_id, Jsonb *key, int *nrows, Jsonb **stored_key,
 					   " AND batch_id OPERATOR(pg_catalog.=) $2"
 					   " AND key OPERATOR(pg_catalog.=) $3"
 					   " ORDER BY version DESC, object_key COLLATE pg_catalog.\"C\", source_row",
-							   state_has_column("conflicts", "key_pinned") ? "key_pinned" : "false"),
+							   state_version() >= STATE_1_2 ? "key_pinned" : "false"),
 					   3, types, args, 0);
 	*nrows = (int) SPI_processed;
 	rows = palloc0(sizeof(HeldRow) * Max(*nrows, 1));

@@ -49,7 +49,7 @@
 #include "common/receiver.h"
 #include "rules/rules.h"
 #include "common/sqlname.h"
-#include "common/state.h"
+#include "common/state_schema.h"
 
 const char *const disposition_names[DISP_COUNT] = {
 	"inserted", "updated", "deleted", "unchanged", "stale", "duplicates",
@@ -81,8 +81,7 @@ typedef struct StageReader
 	FmgrInfo	hash_out;
 	bool		has_version_id; /* the query's last column is version_id */
 	const char *version_id;		/* the manifest's, of the row being read */
-	StateBuffer *rejects;
-	bool		rejects_version_id; /* reconcile.rejects has 1.1's version_id */
+	StateRows  *rejects;
 	TupleTableSlot *slot;
 	MemoryContext rowcxt;
 	ResourceOwner owner;		/* the batch's, not the cursor's */
@@ -171,24 +170,26 @@ add_reject(StageReader *r, const char *object_key, bool source_row_null,
 		   int64 source_row, const char *column, const char *raw,
 		   const char *reason)
 {
-	Datum		values[8];
-	bool		isnull[8] = {false};
-
-	values[2] = CStringGetTextDatum(object_key);
-	values[3] = Int64GetDatum(source_row);
-	isnull[3] = source_row_null;
-	values[4] = column ? CStringGetTextDatum(column) : (Datum) 0;
-	isnull[4] = (column == NULL);
-	values[5] = raw ? CStringGetTextDatum(raw) : (Datum) 0;
-	isnull[5] = (raw == NULL);
-	values[6] = CStringGetTextDatum(reason);
-	values[7] = CStringGetTextDatum(r->version_id);
+	StateRows  *rejects = r->rejects;
 
 	if (r->spool != NULL)
 	{
 		/* The spool's columns are those of reconcile.rejects from the third. */
-		MinimalTuple tup = heap_form_minimal_tuple(r->spooldesc, &values[2], &isnull[2]);
+		Datum		values[6];
+		bool		isnull[6] = {false};
+		MinimalTuple tup;
 		MemoryContext oldcxt;
+
+		values[0] = CStringGetTextDatum(object_key);
+		values[1] = Int64GetDatum(source_row);
+		isnull[1] = source_row_null;
+		values[2] = column ? CStringGetTextDatum(column) : (Datum) 0;
+		isnull[2] = (column == NULL);
+		values[3] = raw ? CStringGetTextDatum(raw) : (Datum) 0;
+		isnull[3] = (raw == NULL);
+		values[4] = CStringGetTextDatum(reason);
+		values[5] = CStringGetTextDatum(r->version_id);
+		tup = heap_form_minimal_tuple(r->spooldesc, values, isnull);
 
 		/*
 		 * The spool opens its file on the first tuple, in the current
@@ -201,9 +202,18 @@ add_reject(StageReader *r, const char *object_key, bool source_row_null,
 		pfree(tup);
 		return;
 	}
-	values[0] = CStringGetTextDatum(r->batch->batch_id);
-	values[1] = ObjectIdGetDatum(r->batch->target->relid);
-	state_buffer_add(r->rejects, values, isnull);
+	state_row_set(rejects, "batch_id", CStringGetTextDatum(r->batch->batch_id));
+	state_row_set(rejects, "target", ObjectIdGetDatum(r->batch->target->relid));
+	state_row_set(rejects, "object_key", CStringGetTextDatum(object_key));
+	if (!source_row_null)
+		state_row_set(rejects, "source_row", Int64GetDatum(source_row));
+	if (column)
+		state_row_set(rejects, "column_name", CStringGetTextDatum(column));
+	if (raw)
+		state_row_set(rejects, "raw_value", CStringGetTextDatum(raw));
+	state_row_set(rejects, "reason", CStringGetTextDatum(reason));
+	state_row_set(rejects, "version_id", CStringGetTextDatum(r->version_id));
+	state_row_add(rejects);
 }
 
 /* Parse a staged payload_hash: 32 bytes, or 64 hex digits as text. */
@@ -788,7 +798,7 @@ stage_scan(StageReader *r, const char *sql, bool read_only)
 	while (PortalRunFetch(portal, FETCH_FORWARD, FETCH_ROWS, &r->dest) > 0)
 	{
 		if (r->rejects != NULL)
-			state_buffer_flush(r->rejects);
+			state_rows_flush(r->rejects);
 	}
 	SPI_cursor_close(portal);
 	if (r->shared_nread != NULL)
@@ -803,25 +813,11 @@ stage_finish(StageReader *r)
 	ExecDropSingleTupleTableSlot(r->slot);
 }
 
-/*
- * The rejects' buffer; with_version_id: reconcile.rejects has 1.1's
- * version_id column (state_has_column).
- */
-StateBuffer *
-stage_rejects_buffer(bool with_version_id)
+/* The rejects' buffer, with the columns the installed schema has. */
+StateRows *
+stage_rejects_buffer(void)
 {
-	static const Oid reject_types[8] = {TEXTOID, REGCLASSOID, TEXTOID, INT8OID,
-	TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-
-	if (with_version_id)
-		return state_buffer_create("INSERT INTO reconcile.rejects (batch_id, target,"
-								   " object_key, source_row, column_name, raw_value, reason, version_id)"
-								   " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))",
-								   8, reject_types);
-	return state_buffer_create("INSERT INTO reconcile.rejects (batch_id, target,"
-							   " object_key, source_row, column_name, raw_value, reason)"
-							   " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7))",
-							   7, reject_types);
+	return state_rows_create(&state_rejects);
 }
 
 /* ---- parallel reading ---- */
@@ -1108,7 +1104,7 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 
 	/* Now the rejects can be written. */
 	{
-		StateBuffer *rejects = stage_rejects_buffer(r->rejects_version_id);
+		StateRows  *rejects = stage_rejects_buffer();
 		TupleTableSlot *slot = MakeSingleTupleTableSlot(r->spooldesc, &TTSOpsMinimalTuple);
 		Datum		batch_id = CStringGetTextDatum(b->batch_id);
 		MinimalTuple tup;
@@ -1116,23 +1112,20 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 		sts_begin_parallel_scan(spool);
 		while ((tup = sts_parallel_scan_next(spool, NULL)) != NULL)
 		{
-			Datum		values[8];
-			bool		isnull[8] = {false};
-
 			/* The buffer copies the values: nothing is allocated per row here. */
 			ExecStoreMinimalTuple(tup, slot, false);
 			slot_getallattrs(slot);
-			values[0] = batch_id;
-			values[1] = ObjectIdGetDatum(t->relid);
-			for (int i = 0; i < 6; i++)
-			{
-				values[2 + i] = slot->tts_values[i];
-				isnull[2 + i] = slot->tts_isnull[i];
-			}
-			state_buffer_add(rejects, values, isnull);
+			state_row_set(rejects, "batch_id", batch_id);
+			state_row_set(rejects, "target", ObjectIdGetDatum(t->relid));
+			/* The spool's columns are named for those of reconcile.rejects. */
+			for (int i = 0; i < r->spooldesc->natts; i++)
+				if (!slot->tts_isnull[i])
+					state_row_set(rejects, NameStr(TupleDescAttr(r->spooldesc, i)->attname),
+								  slot->tts_values[i]);
+			state_row_add(rejects);
 		}
 		sts_end_parallel_scan(spool);
-		state_buffer_flush(rejects);
+		state_rows_flush(rejects);
 		ExecDropSingleTupleTableSlot(slot);
 	}
 	return true;
@@ -1240,7 +1233,6 @@ stage_read(BatchState *b)
 	stage_prepare(b, srel, &r, &sql);
 	check_unknown_columns(b, srel);
 	b->staged_versions = r.has_version_id;
-	r.rejects_version_id = state_has_column("rejects", "version_id");
 	nworkers = stage_parallel_workers(b, srel, &r, &nblocks);
 	relation_close(srel, AccessShareLock);
 
@@ -1248,10 +1240,10 @@ stage_read(BatchState *b)
 	{
 		b->sort = sort_begin(b->target, b->sortdesc, work_mem, NULL);
 		r.sort = b->sort;
-		r.rejects = stage_rejects_buffer(r.rejects_version_id);
+		r.rejects = stage_rejects_buffer();
 		stage_scan(&r, sql.data, false);
 		progress_rows(r.nread);
-		state_buffer_flush(r.rejects);
+		state_rows_flush(r.rejects);
 	}
 	stage_finish(&r);
 }
@@ -1298,7 +1290,6 @@ stage_describe(BatchState *b, StagedShape *shape)
 	shape->has_hash = r.hash_pos > 0;
 	shape->hash_type = r.hash_type;
 	shape->has_version_id = r.has_version_id;
-	shape->rejects_version_id = state_has_column("rejects", "version_id");
 	relation_close(srel, AccessShareLock);
 	stage_finish(&r);
 }

@@ -43,7 +43,7 @@
 #include "common/sqlname.h"
 #include "common/pinned.h"
 #include "target.h"
-#include "common/state.h"
+#include "common/state_schema.h"
 
 /*
  * Whether reading a text form into the type runs built-in code only, which
@@ -576,7 +576,7 @@ target_load(Oid relid)
 	bool		isnull;
 
 	/* options: 1.1's column, NULL under the schema of 1.0 (state.c). */
-	state_read_latest(state_has_column("targets", "options") ?
+	state_read_latest(state_version() >= STATE_1_1 ?
 					  "SELECT key_columns, version_column, deleted_column,"
 					  " hash_column, payload_columns, conflict_policy, options"
 					  " FROM reconcile.targets WHERE target OPERATOR(pg_catalog.=) $1" :

@@ -49,7 +49,7 @@
 #include "loader/manifest.h"
 #include "objects.h"
 #include "common/sha256.h"
-#include "common/state.h"
+#include "common/state_schema.h"
 
 PG_FUNCTION_INFO_V1(reconcile_stage_objects);
 
@@ -1512,8 +1512,7 @@ check_reject_limits(StageState *st)
 static void
 record_rejects(StageState *st, const char *batch_id)
 {
-	static const Oid types[8] = {TEXTOID, REGCLASSOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-	StateBuffer *buf;
+	StateRows  *buf;
 	TupleTableSlot *slot;
 	StateUser	su;
 	Datum		args[2];
@@ -1535,29 +1534,22 @@ record_rejects(StageState *st, const char *batch_id)
 	state_user_leave(&su);
 	if (st->rejected == 0)
 		return;
-	buf = state_buffer_create("INSERT INTO reconcile.rejects (batch_id, target,"
-							  " object_key, source_row, column_name, raw_value, reason, version_id)"
-							  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))",
-							  8, types);
+	buf = state_rows_create(&state_rejects);
 	slot = MakeSingleTupleTableSlot(st->reject_desc, &TTSOpsMinimalTuple);
 	tuplestore_rescan(st->rejects);
 	while (tuplestore_gettupleslot(st->rejects, true, false, slot))
 	{
-		Datum		v[8];
-		bool		n[8] = {false, false, false, false, true, false, false, false};
-
 		slot_getallattrs(slot);
-		v[0] = args[0];
-		v[1] = args[1];
-		v[2] = slot->tts_values[0];
-		v[3] = slot->tts_values[2];
-		v[4] = (Datum) 0;
-		v[5] = slot->tts_values[3];
-		v[6] = slot->tts_values[4];
-		v[7] = slot->tts_values[1];
-		state_buffer_add(buf, v, n);
+		state_row_set(buf, "batch_id", args[0]);
+		state_row_set(buf, "target", args[1]);
+		state_row_set(buf, "object_key", slot->tts_values[0]);
+		state_row_set(buf, "source_row", slot->tts_values[2]);
+		state_row_set(buf, "raw_value", slot->tts_values[3]);
+		state_row_set(buf, "reason", slot->tts_values[4]);
+		state_row_set(buf, "version_id", slot->tts_values[1]);
+		state_row_add(buf);
 	}
-	state_buffer_flush(buf);
+	state_rows_flush(buf);
 	ExecDropSingleTupleTableSlot(slot);
 }
 

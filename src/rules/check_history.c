@@ -40,7 +40,7 @@
 #include "check.h"
 #include "common/jsonbuild.h"
 #include "common/jsonread.h"
-#include "common/state.h"
+#include "common/state_schema.h"
 #include "common/subxact.h"
 
 PG_FUNCTION_INFO_V1(reconcile_check_run);
@@ -52,7 +52,7 @@ bool		reconcile_check_history = true;
 bool
 check_history_installed(void)
 {
-	return state_has_column("check_runs", "run_id");
+	return state_version() >= STATE_1_2;
 }
 
 #define RUN_INSERT_NARGS 14
@@ -68,34 +68,6 @@ static const Oid run_insert_types[RUN_INSERT_NARGS] = {
 	TEXTOID, REGCLASSOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID,
 	INT4OID, INT4OID, INT4OID, INT4OID, INT4OID, TEXTOID, TEXTOID, NAMEOID
 };
-
-#define RESULT_NCOLS 18
-
-static const Oid result_types[RESULT_NCOLS] = {
-	INT8OID, REGCLASSOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID,
-	FLOAT8OID, JSONBOID, BOOLOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID,
-	FLOAT8OID, FLOAT8OID, FLOAT8OID, INT4OID
-};
-
-static const char *const result_insert_sql =
-"INSERT INTO reconcile.check_results (run_id, relation, rule, severity,"
-" status, invalid_rows, total_rows, invalid_share, threshold, gate_breach,"
-" sample, detail, error, sqlstate, observed, history_mean, history_stddev,"
-" history_runs)"
-" SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
-" pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5),"
-" pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8),"
-" pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11),"
-" pg_catalog.unnest($12), pg_catalog.unnest($13), pg_catalog.unnest($14),"
-" pg_catalog.unnest($15), pg_catalog.unnest($16), pg_catalog.unnest($17),"
-" pg_catalog.unnest($18))";
-
-static Datum
-text_or_null(const char *s, bool *isnull)
-{
-	*isnull = (s == NULL);
-	return s ? CStringGetTextDatum(s) : (Datum) 0;
-}
 
 /*
  * Record one run: out is its outcome (NULL when the run failed with
@@ -155,45 +127,47 @@ check_history_record(const CheckOutcome *out, const char *job, const char *batch
 
 	if (out != NULL && error == NULL && out->nrules > 0)
 	{
-		StateBuffer *buf = state_buffer_create(result_insert_sql, RESULT_NCOLS, result_types);
+		StateRows  *buf = state_rows_create(&state_check_results);
 
 		for (int i = 0; i < out->nrules; i++)
 		{
 			const CheckRuleOutcome *o = &out->rules[i];
-			Datum		v[RESULT_NCOLS];
-			bool		n[RESULT_NCOLS] = {false};
 
 			CHECK_FOR_INTERRUPTS();
-			v[0] = Int64GetDatum(run_id);
-			v[1] = ObjectIdGetDatum(out->relid);
-			v[2] = CStringGetTextDatum(o->rule);
-			v[3] = CStringGetTextDatum(o->severity);
-			v[4] = CStringGetTextDatum(o->status);
-			v[5] = Int64GetDatum(o->invalid);
-			n[5] = !o->counted;
-			v[6] = Int64GetDatum(o->total);
-			n[6] = !o->counted || o->total < 0;
-			v[7] = Float8GetDatum(o->total > 0 ? (double) o->invalid / (double) o->total : 0.0);
-			n[7] = !o->counted || o->total < 0;
-			v[8] = o->threshold ? JsonbPGetDatum(o->threshold) : (Datum) 0;
-			n[8] = o->threshold == NULL;
-			v[9] = BoolGetDatum(o->gate_breach);
-			v[10] = o->sample ? JsonbPGetDatum(o->sample) : (Datum) 0;
-			n[10] = o->sample == NULL;
-			v[11] = text_or_null(o->detail, &n[11]);
-			v[12] = text_or_null(o->error, &n[12]);
-			v[13] = text_or_null(o->sqlstate, &n[13]);
-			v[14] = Float8GetDatum(o->observed);
-			n[14] = !o->has_observed;
-			v[15] = Float8GetDatum(o->history_mean);
-			n[15] = !o->has_history || isnan(o->history_mean);
-			v[16] = Float8GetDatum(o->history_stddev);
-			n[16] = !o->has_history || isnan(o->history_stddev);
-			v[17] = Int32GetDatum(o->history_runs);
-			n[17] = !o->has_history;
-			state_buffer_add(buf, v, n);
+			state_row_set(buf, "run_id", Int64GetDatum(run_id));
+			state_row_set(buf, "relation", ObjectIdGetDatum(out->relid));
+			state_row_set(buf, "rule", CStringGetTextDatum(o->rule));
+			state_row_set(buf, "severity", CStringGetTextDatum(o->severity));
+			state_row_set(buf, "status", CStringGetTextDatum(o->status));
+			if (o->counted)
+				state_row_set(buf, "invalid_rows", Int64GetDatum(o->invalid));
+			if (o->counted && o->total >= 0)
+			{
+				state_row_set(buf, "total_rows", Int64GetDatum(o->total));
+				state_row_set(buf, "invalid_share",
+							  Float8GetDatum(o->total > 0 ? (double) o->invalid / (double) o->total : 0.0));
+			}
+			if (o->threshold)
+				state_row_set(buf, "threshold", JsonbPGetDatum(o->threshold));
+			state_row_set(buf, "gate_breach", BoolGetDatum(o->gate_breach));
+			if (o->sample)
+				state_row_set(buf, "sample", JsonbPGetDatum(o->sample));
+			state_row_set_text(buf, "detail", o->detail);
+			state_row_set_text(buf, "error", o->error);
+			state_row_set_text(buf, "sqlstate", o->sqlstate);
+			if (o->has_observed)
+				state_row_set(buf, "observed", Float8GetDatum(o->observed));
+			if (o->has_history)
+			{
+				if (!isnan(o->history_mean))
+					state_row_set(buf, "history_mean", Float8GetDatum(o->history_mean));
+				if (!isnan(o->history_stddev))
+					state_row_set(buf, "history_stddev", Float8GetDatum(o->history_stddev));
+				state_row_set(buf, "history_runs", Int32GetDatum(o->history_runs));
+			}
+			state_row_add(buf);
 		}
-		state_buffer_flush(buf);
+		state_rows_flush(buf);
 	}
 	return run_id;
 }

@@ -30,7 +30,7 @@
 
 #include "common/jsonread.h"
 #include "rules.h"
-#include "common/state.h"
+#include "common/state_schema.h"
 
 static const char *const anomaly_kind_names[] = {"row_count", "null_share", "distinct_count", "freshness"};
 
@@ -244,7 +244,7 @@ rules_anomaly_history(const Rule *r, const char *job, double *values)
 	Datum		args[3];
 	int			n;
 
-	if (job == NULL || !state_has_column("check_results", "observed"))
+	if (job == NULL || state_version() < STATE_1_2)
 		return 0;
 	args[0] = CStringGetTextDatum(job);
 	args[1] = CStringGetTextDatum(r->name);
