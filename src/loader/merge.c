@@ -37,6 +37,7 @@
 
 #include "common/citus.h"
 #include "citus_load.h"
+#include "decide.h"
 #include "loader.h"
 #include "payload.h"
 #include "probe.h"
@@ -50,9 +51,6 @@ typedef struct GroupRow
 {
 	int32		obj;
 	int64		source_row;
-	bool		is_delete;
-	int64		version;
-	uint8		hash[RECONCILE_SHA256_LEN];
 	MinimalTuple tuple;			/* rows after the first, for a held payload */
 } GroupRow;
 
@@ -66,6 +64,8 @@ typedef struct Merger
 	Datum	   *values;			/* first row's sort tuple, copied */
 	bool	   *isnull;
 	GroupRow   *rows;
+	DecideRow  *cand;			/* the same rows as decide.c reads them */
+	Disposition *disp;			/* and what it made of them */
 	int			nrows;
 	int			maxrows;
 
@@ -80,8 +80,7 @@ typedef struct Merger
 	int64		nconflicts;
 	StringInfoData named;		/* conflicts named in an 'abort' error */
 
-	DirectWriter *direct;		/* one of the two writers */
-	ApplyWriter *apply;
+	Writer		writer;
 } Merger;
 
 /* How many conflicts an 'abort' error names. */
@@ -92,9 +91,9 @@ typedef struct Merger
  * payload point into the group's copy of the sort tuple.
  */
 static void
-write_winner(Merger *m, TupleTableSlot *found)
+write_winner(Merger *m, TupleTableSlot *found, int64 tversion)
 {
-	GroupRow   *w = &m->rows[0];
+	DecideRow  *w = &m->cand[0];
 	int			first_payload = SORT_ATT_FIRST_KEY - 1 + m->t->nkeys;
 	Winner		winner;
 	bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
@@ -105,16 +104,9 @@ write_winner(Merger *m, TupleTableSlot *found)
 	winner.payload = &m->values[first_payload];
 	winner.payload_isnull = &m->isnull[first_payload];
 	winner.version = version_datum(m->t, w->version);
-	winner.tombstone = w->is_delete;
+	winner.tombstone = w->tombstone;
 	winner.hash = PointerGetDatum(h);
-
-	if (m->apply != NULL)
-		apply_add(m->apply, &winner, found == NULL ? ACTION_INSERT :
-				  w->is_delete ? ACTION_DELETE : ACTION_UPDATE);
-	else if (found == NULL)
-		direct_insert(m->direct, &winner);
-	else
-		direct_update(m->direct, found, &winner);
+	writer_put(&m->writer, found, tversion, w->version, &winner);
 
 	/* The receipt's checksum: sum of the written payload hashes mod 2^256. */
 	{
@@ -133,7 +125,7 @@ write_winner(Merger *m, TupleTableSlot *found)
 /* ---- the pass over sorted rows ---- */
 
 static void
-count_row(Merger *m, GroupRow *row, Disposition d)
+count_row(Merger *m, const GroupRow *row, Disposition d)
 {
 	m->b->counts[row->obj][d]++;
 	m->b->totals[d]++;
@@ -197,6 +189,7 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 	for (int i = 0; i < m->nrows; i++)
 	{
 		GroupRow   *row = &m->rows[i];
+		DecideRow  *c = &m->cand[i];
 
 		count_row(m, row, DISP_CONFLICT);
 		m->nconflicts++;
@@ -204,7 +197,7 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 		{
 			if (m->nconflicts <= CONFLICTS_NAMED)
 				appendStringInfo(&m->named, "%skey %s version " INT64_FORMAT " in object \"%s\"%s row " INT64_FORMAT,
-								 m->nconflicts > 1 ? "; " : "", key, row->version,
+								 m->nconflicts > 1 ? "; " : "", key, c->version,
 								 m->b->manifest->entries[row->obj].object_key,
 								 m->b->staged_versions ?
 								 psprintf(" version \"%s\"", m->b->manifest->entries[row->obj].version_id) : "",
@@ -217,17 +210,17 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 			bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
 
 			SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
-			memcpy(VARDATA(h), row->hash, RECONCILE_SHA256_LEN);
+			memcpy(VARDATA(h), c->hash, RECONCILE_SHA256_LEN);
 			values[0] = CStringGetTextDatum(m->b->batch_id);
 			values[1] = ObjectIdGetDatum(t->relid);
 			if (keyjb == NULL)
 				keyjb = key_to_jsonb(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
 			values[2] = JsonbPGetDatum(keyjb);
-			values[3] = Int64GetDatum(row->version);
+			values[3] = Int64GetDatum(c->version);
 			values[4] = CStringGetTextDatum(m->b->manifest->entries[row->obj].object_key);
 			values[5] = Int64GetDatum(row->source_row);
 			values[6] = PointerGetDatum(h);
-			isnull[7] = !(found && row->version == tversion && thash != NULL);
+			isnull[7] = !(found && c->version == tversion && thash != NULL);
 			values[7] = isnull[7] ? (Datum) 0 : PointerGetDatum(thash);
 			if (!m->hold_payloads)
 			{
@@ -235,9 +228,9 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 				continue;
 			}
 			values[8] = CStringGetTextDatum(m->b->manifest->entries[row->obj].version_id);
-			values[9] = BoolGetDatum(row->is_delete);
+			values[9] = BoolGetDatum(c->tombstone);
 			values[10] = JsonbPGetDatum(held_payload(m, i));
-			isnull[11] = !(found && row->version == tversion);
+			isnull[11] = !(found && c->version == tversion);
 			if (!isnull[11] && existing == NULL)
 				existing = target_payload(t, found);
 			values[11] = isnull[11] ? (Datum) 0 : JsonbPGetDatum(existing);
@@ -246,80 +239,35 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 	}
 }
 
-static bool
-hash_equals(bytea *a, const uint8 *b)
-{
-	return a != NULL && VARSIZE_ANY_EXHDR(a) == RECONCILE_SHA256_LEN &&
-		memcmp(VARDATA_ANY(a), b, RECONCILE_SHA256_LEN) == 0;
-}
-
-/* Decide every row of the current key. */
+/* Decide every row of the current key (decide.c), then write or hold it. */
 static void
 merge_group(Merger *m)
 {
 	TargetInfo *t = m->t;
 	Datum	   *keys = &m->values[SORT_ATT_FIRST_KEY - 1];
-	GroupRow   *w = &m->rows[0];
-	bool		conflict = false;
 	TupleTableSlot *found;
 	int64		tversion = 0;
 	bytea	   *thash = NULL;
-	Disposition first;
+	DecideTarget target;
+	Decision	d;
 
-	/* Same version, another payload: the rows arrive sorted by version. */
-	for (int i = 1, start = 0; i < m->nrows; i++)
-	{
-		if (m->rows[i].version != m->rows[i - 1].version)
-			start = i;
-		else if (memcmp(m->rows[i].hash, m->rows[start].hash, RECONCILE_SHA256_LEN) != 0)
-			conflict = true;
-	}
+	found = probe_find_current(m->probe, m->latest, t, keys, &tversion, &thash, false);
+	target.exists = found != NULL;
+	target.version = tversion;
+	target.hash = thash != NULL && VARSIZE_ANY_EXHDR(thash) == RECONCILE_SHA256_LEN ?
+		(const uint8 *) VARDATA_ANY(thash) : NULL;
+	target.tombstone = false;	/* the rule does not depend on it */
+	d = decide_key(m->cand, m->nrows, &target, m->disp);
 
-	found = probe_find(m->probe, t, keys, &tversion, &thash);
-	if (found == NULL && m->latest != NULL &&
-		probe_find(m->latest, t, keys, &tversion, &thash) != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("could not serialize access to table \"%s\" due to a concurrent insert",
-						t->relname),
-				 errdetail("Key %s was written by a transaction that committed after this one began.",
-						   key_to_json(t, keys)),
-				 errhint("Retry the transaction.")));
-
-	/*
-	 * Any staged row at the target's version with another hash, not only
-	 * the winner: a higher version in the same batch does not make a
-	 * disagreement about the target's own version go away.
-	 */
-	for (int i = 0; found && !conflict && i < m->nrows && m->rows[i].version >= tversion; i++)
-		if (m->rows[i].version == tversion && !hash_equals(thash, m->rows[i].hash))
-			conflict = true;
-
-	if (conflict)
+	if (d.conflict)
 	{
 		record_conflicts(m, found, tversion, thash);
 		return;
 	}
-
-	if (found == NULL)
-		first = w->is_delete ? DISP_DELETED : DISP_INSERTED;
-	else if (w->version > tversion)
-		first = w->is_delete ? DISP_DELETED : DISP_UPDATED;
-	else if (w->version == tversion)
-		first = DISP_UNCHANGED;
-	else
-		first = DISP_STALE;
-	if (found == NULL || w->version > tversion)
-		write_winner(m, found);
-
-	count_row(m, w, first);
-	for (int i = 1; i < m->nrows; i++)
-	{
-		if (m->rows[i].version != m->rows[i - 1].version)
-			count_row(m, &m->rows[i], DISP_STALE);
-		else
-			count_row(m, &m->rows[i], DISP_DUPLICATE);
-	}
+	if (d.write)
+		write_winner(m, found, tversion);
+	for (int i = 0; i < m->nrows; i++)
+		count_row(m, &m->rows[i], m->disp[i]);
 }
 
 /*
@@ -379,6 +327,7 @@ static void
 group_add(Merger *m, TupleTableSlot *slot)
 {
 	GroupRow   *row;
+	DecideRow  *c;
 	bool		isnull;
 	bytea	   *h;
 
@@ -386,14 +335,17 @@ group_add(Merger *m, TupleTableSlot *slot)
 	{
 		m->maxrows *= 2;
 		m->rows = repalloc_huge(m->rows, sizeof(GroupRow) * m->maxrows);
+		m->cand = repalloc_huge(m->cand, sizeof(DecideRow) * m->maxrows);
+		m->disp = repalloc_huge(m->disp, sizeof(Disposition) * m->maxrows);
 	}
+	c = &m->cand[m->nrows];
 	row = &m->rows[m->nrows++];
 	row->obj = DatumGetInt32(slot_getattr(slot, SORT_ATT_OBJECT, &isnull));
 	row->source_row = DatumGetInt64(slot_getattr(slot, SORT_ATT_SOURCE_ROW, &isnull));
-	row->is_delete = DatumGetBool(slot_getattr(slot, SORT_ATT_DELETE, &isnull));
-	row->version = DatumGetInt64(slot_getattr(slot, SORT_ATT_VERSION, &isnull));
+	c->tombstone = DatumGetBool(slot_getattr(slot, SORT_ATT_DELETE, &isnull));
+	c->version = DatumGetInt64(slot_getattr(slot, SORT_ATT_VERSION, &isnull));
 	h = DatumGetByteaPP(slot_getattr(slot, SORT_ATT_HASH, &isnull));
-	memcpy(row->hash, VARDATA_ANY(h), RECONCILE_SHA256_LEN);
+	memcpy(c->hash, VARDATA_ANY(h), RECONCILE_SHA256_LEN);
 
 	/*
 	 * The first row's values are the group's copy; a later row's tuple is
@@ -433,6 +385,8 @@ merge_batch(BatchState *b)
 	for (int i = 0; i < m.t->nkeys; i++)
 		fmgr_info(m.t->key_eq_procs[i], &m.key_eq[i]);
 	m.rows = palloc(sizeof(GroupRow) * m.maxrows);
+	m.cand = palloc(sizeof(DecideRow) * m.maxrows);
+	m.disp = palloc(sizeof(Disposition) * m.maxrows);
 	initStringInfo(&m.named);
 	/*
 	 * Held rows keep their object version and payloads from 1.1 on; the 1.1
@@ -479,10 +433,7 @@ merge_batch(BatchState *b)
 	}
 	else
 		m.probe = probe_open(m.t, GetLatestSnapshot(), true);
-	if (direct_allowed(m.t) && !batch_rules_has_dataset_checks(b->rules))
-		m.direct = direct_open(m.t);
-	else
-		m.apply = apply_create(m.t, b->batch_id);
+	writer_open(&m.writer, m.t, b->batch_id, batch_rules_has_dataset_checks(b->rules));
 
 	progress_phase(PHASE_SORTING);
 	tuplesort_performsort(b->sort);
@@ -526,15 +477,13 @@ merge_batch(BatchState *b)
 						   m.named.data, m.nconflicts > CONFLICTS_NAMED ? "; ..." : ""),
 				 errhint("Nothing was applied. Correct the source, or register the target with conflict_policy => 'quarantine' to hold conflicting keys back and load the rest.")));
 	state_buffer_flush(m.conflicts);
-	if (m.direct)
-		direct_close(m.direct);
-	else
+	if (m.writer.apply)
 	{
 		/* rules_attach.c: dataset checks over the winners, before any is written */
 		if (batch_rules_has_dataset_checks(b->rules))
-			batch_rules_check_winners(b, apply_winners_sql(m.apply, batch_rules_owner(b->rules)));
+			batch_rules_check_winners(b, apply_winners_sql(m.writer.apply, batch_rules_owner(b->rules)));
 		progress_phase(PHASE_APPLYING);
-		apply_run(m.apply);
 	}
+	writer_close(&m.writer);
 	MemoryContextDelete(m.groupcxt);
 }
