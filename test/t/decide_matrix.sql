@@ -82,19 +82,12 @@ BEGIN
 END
 $$;
 
--- Every case into a new target dt_<name>, loaded with the batch options
--- given, under reconcile.write_path = path; a Citus run distributes the
--- target and its staged relation first (and cannot resolve: Citus targets
--- refuse reconcile_resolve).  Returns what disagrees with the expected.
-CREATE FUNCTION decide_run(name text, path text, options jsonb DEFAULT NULL,
-                           citus boolean DEFAULT false)
-RETURNS TABLE (id int, step text, expected text, got text)
+-- A new target dt_<name> and its staged relation dt_<name>_stage; for Citus
+-- both distributed, co-located, before the registration.
+CREATE FUNCTION decide_setup(name text, citus boolean DEFAULT false) RETURNS regclass
 LANGUAGE plpgsql AS $$
 DECLARE
-    c decide_cases;
     t regclass;
-    r reconcile.receipt;
-    res record;
 BEGIN
     EXECUTE format('CREATE TABLE %I (id text PRIMARY KEY, label text, version int NOT NULL,
                     is_deleted boolean NOT NULL DEFAULT false, payload_hash bytea)', 'dt_' || name);
@@ -108,36 +101,62 @@ BEGIN
     END IF;
     PERFORM reconcile_register(t, '{id}', 'version', 'is_deleted', 'payload_hash',
                                'quarantine', '{label}');
+    RETURN t;
+END
+$$;
+
+-- One case into dt_<name> with the batch options given, and, if resolve,
+-- the owner's decision of a conflict case (Citus targets refuse
+-- reconcile_resolve).  Returns what disagrees with the expected.
+CREATE FUNCTION decide_case(name text, case_id int, options jsonb, resolve boolean)
+RETURNS TABLE (id int, step text, expected text, got text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    c decide_cases;
+    t regclass := ('dt_' || name)::regclass;
+    r reconcile.receipt;
+    res record;
+BEGIN
+    SELECT * INTO STRICT c FROM decide_cases WHERE decide_cases.id = case_id;
+    id := c.id;
+    IF c.target <> 'absent' THEN
+        PERFORM decide_load(t, name || '/setup/' || c.id,
+            ARRAY[CASE c.target WHEN 'tomb' THEN 'D' ELSE 'U' END || ':' || c.tversion || ':' || c.tlabel],
+            options);
+    END IF;
+    r := decide_load(t, name || '/case/' || c.id, c.staged, options);
+    IF decide_counts(r) <> c.expected THEN
+        step := 'batch'; expected := c.expected::text; got := decide_counts(r)::text;
+        RETURN NEXT;
+    END IF;
+    IF decide_row(t, c.id) <> c.final THEN
+        step := 'batch row'; expected := c.final; got := decide_row(t, c.id);
+        RETURN NEXT;
+    END IF;
+    IF c.keep IS NOT NULL AND resolve THEN
+        SELECT * INTO res FROM reconcile_resolve(t, r.batch_id, jsonb_build_object('id', c.id::text),
+            (SELECT staged_hash FROM reconcile.conflicts h
+              WHERE h.target = t AND h.batch_id = r.batch_id
+                AND h.staged_payload->>'label' = c.keep LIMIT 1));
+        IF res.outcome IS DISTINCT FROM c.resolved THEN
+            step := 'resolve'; expected := c.resolved; got := res.outcome;
+            RETURN NEXT;
+        END IF;
+        IF decide_row(t, c.id) <> c.resolved_final THEN
+            step := 'resolve row'; expected := c.resolved_final; got := decide_row(t, c.id);
+            RETURN NEXT;
+        END IF;
+    END IF;
+END
+$$;
+
+-- Every case, resolutions included, under reconcile.write_path = path.
+CREATE FUNCTION decide_run(name text, path text) RETURNS TABLE (id int, step text, expected text, got text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM decide_setup(name);
     PERFORM set_config('reconcile.write_path', path, true);
-    FOR c IN SELECT * FROM decide_cases ORDER BY decide_cases.id LOOP
-        IF c.target <> 'absent' THEN
-            PERFORM decide_load(t, name || '/setup/' || c.id,
-                ARRAY[CASE c.target WHEN 'tomb' THEN 'D' ELSE 'U' END || ':' || c.tversion || ':' || c.tlabel],
-                options);
-        END IF;
-        r := decide_load(t, name || '/case/' || c.id, c.staged, options);
-        IF decide_counts(r) <> c.expected THEN
-            id := c.id; step := 'batch'; expected := c.expected::text; got := decide_counts(r)::text;
-            RETURN NEXT;
-        END IF;
-        IF decide_row(t, c.id) <> c.final THEN
-            id := c.id; step := 'batch row'; expected := c.final; got := decide_row(t, c.id);
-            RETURN NEXT;
-        END IF;
-        IF c.keep IS NOT NULL AND NOT citus THEN
-            SELECT * INTO res FROM reconcile_resolve(t, r.batch_id, jsonb_build_object('id', c.id::text),
-                (SELECT staged_hash FROM reconcile.conflicts h
-                  WHERE h.target = t AND h.batch_id = r.batch_id
-                    AND h.staged_payload->>'label' = c.keep LIMIT 1));
-            IF res.outcome IS DISTINCT FROM c.resolved THEN
-                id := c.id; step := 'resolve'; expected := c.resolved; got := res.outcome;
-                RETURN NEXT;
-            END IF;
-            IF decide_row(t, c.id) <> c.resolved_final THEN
-                id := c.id; step := 'resolve row'; expected := c.resolved_final; got := decide_row(t, c.id);
-                RETURN NEXT;
-            END IF;
-        END IF;
-    END LOOP;
+    RETURN QUERY SELECT d.* FROM decide_cases c, LATERAL decide_case(name, c.id, NULL, true) d
+                  ORDER BY c.id;
 END
 $$;
