@@ -22,3 +22,7 @@ SELECT * FROM decide_run('general', 'general');
 SELECT count(*) AS rows_differ
   FROM ((SELECT * FROM dt_auto EXCEPT SELECT * FROM dt_general)
         UNION ALL (SELECT * FROM dt_general EXCEPT SELECT * FROM dt_auto)) d;
+
+DROP TABLE decide_cases, dt_auto, dt_auto_stage, dt_general, dt_general_stage;
+DROP FUNCTION decide_load, decide_counts, decide_row, decide_setup, decide_case, decide_run;
+DROP EXTENSION reconcile;

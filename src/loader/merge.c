@@ -4,26 +4,18 @@
  *		winners, and the version-monotonic write.
  *
  * The rows arrive grouped by key, highest version first, ties in source
- * order (object_key, source_row).  For each key the first row is the
- * candidate winner.  Two rows with the same version but different payload
- * hashes are a conflict, and so is any row whose version equals the
- * target row's with another hash, whether or not a higher version is
- * staged too: under 'quarantine' every staged row of such a key is held
- * back in reconcile.conflicts, with its payload, under 'abort' the batch
- * fails.  Otherwise the winner is compared with the target row found by
- * probing the key's unique index: a higher version is written (an UPSERT
- * as a live row, a DELETE as a tombstone), an equal one is unchanged and a
- * lower one is stale.  Within a version the first row takes that
- * disposition and the others are exact duplicates; rows of lower versions
- * are stale.
+ * order (object_key, source_row).  For each key the rows are gathered,
+ * the target's row is found by probing the key's unique index (probe.c),
+ * and decide.c decides every row by the loader's rule (its header states
+ * it): a conflicting key has every staged row held back in
+ * reconcile.conflicts, with its payload, under 'quarantine', or fails the
+ * batch under 'abort'; otherwise a winner that decide.c writes goes to
+ * the writer.
  *
- * Winners are written by one of two paths, which give the same result:
- * the direct path (direct.c) for a plain table without triggers or rules
- * in a READ COMMITTED transaction, the general path (apply.c) for anything
- * else or when reconcile.write_path = 'general'.  A target with attached
- * dataset checks takes the general path: the checks run over its winners
- * (rules_attach.c) before they are written.  Target rows are found by
- * probe.c.
+ * Winners are written by one of two paths, which give the same result,
+ * chosen by writer.c.  A target with attached dataset checks takes the
+ * general path: the checks run over its winners (rules_attach.c) before
+ * they are written.
  */
 #include "postgres.h"
 
