@@ -118,34 +118,25 @@ DECLARE
     res record;
 BEGIN
     SELECT * INTO STRICT c FROM decide_cases WHERE decide_cases.id = case_id;
-    id := c.id;
     IF c.target <> 'absent' THEN
         PERFORM decide_load(t, name || '/setup/' || c.id,
             ARRAY[CASE c.target WHEN 'tomb' THEN 'D' ELSE 'U' END || ':' || c.tversion || ':' || c.tlabel],
             options);
     END IF;
     r := decide_load(t, name || '/case/' || c.id, c.staged, options);
-    IF decide_counts(r) <> c.expected THEN
-        step := 'batch'; expected := c.expected::text; got := decide_counts(r)::text;
-        RETURN NEXT;
-    END IF;
-    IF decide_row(t, c.id) <> c.final THEN
-        step := 'batch row'; expected := c.final; got := decide_row(t, c.id);
-        RETURN NEXT;
-    END IF;
+    RETURN QUERY SELECT c.id, v.step, v.expected, v.got
+      FROM (VALUES ('batch', c.expected::text, decide_counts(r)::text),
+                   ('batch row', c.final, decide_row(t, c.id))) v(step, expected, got)
+     WHERE v.expected IS DISTINCT FROM v.got;
     IF c.keep IS NOT NULL AND resolve THEN
         SELECT * INTO res FROM reconcile_resolve(t, r.batch_id, jsonb_build_object('id', c.id::text),
             (SELECT staged_hash FROM reconcile.conflicts h
               WHERE h.target = t AND h.batch_id = r.batch_id
                 AND h.staged_payload->>'label' = c.keep LIMIT 1));
-        IF res.outcome IS DISTINCT FROM c.resolved THEN
-            step := 'resolve'; expected := c.resolved; got := res.outcome;
-            RETURN NEXT;
-        END IF;
-        IF decide_row(t, c.id) <> c.resolved_final THEN
-            step := 'resolve row'; expected := c.resolved_final; got := decide_row(t, c.id);
-            RETURN NEXT;
-        END IF;
+        RETURN QUERY SELECT c.id, v.step, v.expected, v.got
+          FROM (VALUES ('resolve', c.resolved, res.outcome::text),
+                       ('resolve row', c.resolved_final, decide_row(t, c.id))) v(step, expected, got)
+         WHERE v.expected IS DISTINCT FROM v.got;
     END IF;
 END
 $$;
