@@ -1130,6 +1130,12 @@ statement_classify(BatchState *b, CitusRun *run)
 	if (sh->has_hash)
 		hash.data = psprintf("COALESCE(c.sh, %s)", hash.data);
 
+	/*
+	 * disp: decide_key's rule (decide.c) in SQL, its numbers loader.h's
+	 * Disposition; the two are checked against one table of cases
+	 * (test/t/decide_matrix.sql, by sql/decide_matrix.sql and
+	 * test/t/051_citus_pushdown.pl).
+	 */
 	appendStringInfo(&sql, "INSERT INTO %s (nonce, obj, source_row, is_delete, disp, sctid, %s, v, h",
 					 run->work, keys.data);
 	for (int i = 0; i < t->npayload; i++)

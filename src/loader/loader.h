@@ -6,9 +6,10 @@
  * A batch flows through: manifest.c (parse, canonicalise, batch id, see
  * manifest.h), target.c (registration, privileges, see target.h), stage.c
  * (read the staged rows once: cast, reject, hash with payload.c, sort),
- * merge.c (one pass over the sorted rows: duplicates, conflicts, winners;
- * it finds target rows with probe.c, see probe.h, and hands each winner to
- * a writer, direct.c or apply.c, see writers.h) and receipt.c (receipts,
+ * merge.c (one pass over the sorted rows: each key decided by decide.c,
+ * see decide.h; it finds target rows with probe.c, see probe.h, and hands
+ * each winner to a writer, direct.c or apply.c, chosen by writer.c, see
+ * writers.h) and receipt.c (receipts,
  * objects, cursors, replay), driven by batch.c; progress.c reports its
  * phases and state.c writes the state tables.
  */

@@ -4,26 +4,18 @@
  *		winners, and the version-monotonic write.
  *
  * The rows arrive grouped by key, highest version first, ties in source
- * order (object_key, source_row).  For each key the first row is the
- * candidate winner.  Two rows with the same version but different payload
- * hashes are a conflict, and so is any row whose version equals the
- * target row's with another hash, whether or not a higher version is
- * staged too: under 'quarantine' every staged row of such a key is held
- * back in reconcile.conflicts, with its payload, under 'abort' the batch
- * fails.  Otherwise the winner is compared with the target row found by
- * probing the key's unique index: a higher version is written (an UPSERT
- * as a live row, a DELETE as a tombstone), an equal one is unchanged and a
- * lower one is stale.  Within a version the first row takes that
- * disposition and the others are exact duplicates; rows of lower versions
- * are stale.
+ * order (object_key, source_row).  For each key the rows are gathered,
+ * the target's row is found by probing the key's unique index (probe.c),
+ * and decide.c decides every row by the loader's rule (its header states
+ * it): a conflicting key has every staged row held back in
+ * reconcile.conflicts, with its payload, under 'quarantine', or fails the
+ * batch under 'abort'; otherwise a winner that decide.c writes goes to
+ * the writer.
  *
- * Winners are written by one of two paths, which give the same result:
- * the direct path (direct.c) for a plain table without triggers or rules
- * in a READ COMMITTED transaction, the general path (apply.c) for anything
- * else or when reconcile.write_path = 'general'.  A target with attached
- * dataset checks takes the general path: the checks run over its winners
- * (rules_attach.c) before they are written.  Target rows are found by
- * probe.c.
+ * Winners are written by one of two paths, which give the same result,
+ * chosen by writer.c.  A target with attached dataset checks takes the
+ * general path: the checks run over its winners (rules_attach.c) before
+ * they are written.
  */
 #include "postgres.h"
 
@@ -37,6 +29,7 @@
 
 #include "common/citus.h"
 #include "citus_load.h"
+#include "decide.h"
 #include "loader.h"
 #include "payload.h"
 #include "probe.h"
@@ -50,9 +43,6 @@ typedef struct GroupRow
 {
 	int32		obj;
 	int64		source_row;
-	bool		is_delete;
-	int64		version;
-	uint8		hash[RECONCILE_SHA256_LEN];
 	MinimalTuple tuple;			/* rows after the first, for a held payload */
 } GroupRow;
 
@@ -66,6 +56,8 @@ typedef struct Merger
 	Datum	   *values;			/* first row's sort tuple, copied */
 	bool	   *isnull;
 	GroupRow   *rows;
+	DecideRow  *cand;			/* the same rows as decide.c reads them */
+	Disposition *disp;			/* and what it made of them */
 	int			nrows;
 	int			maxrows;
 
@@ -80,8 +72,7 @@ typedef struct Merger
 	int64		nconflicts;
 	StringInfoData named;		/* conflicts named in an 'abort' error */
 
-	DirectWriter *direct;		/* one of the two writers */
-	ApplyWriter *apply;
+	Writer		writer;
 } Merger;
 
 /* How many conflicts an 'abort' error names. */
@@ -92,9 +83,9 @@ typedef struct Merger
  * payload point into the group's copy of the sort tuple.
  */
 static void
-write_winner(Merger *m, TupleTableSlot *found)
+write_winner(Merger *m, TupleTableSlot *found, int64 tversion)
 {
-	GroupRow   *w = &m->rows[0];
+	DecideRow  *w = &m->cand[0];
 	int			first_payload = SORT_ATT_FIRST_KEY - 1 + m->t->nkeys;
 	Winner		winner;
 	bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
@@ -105,16 +96,9 @@ write_winner(Merger *m, TupleTableSlot *found)
 	winner.payload = &m->values[first_payload];
 	winner.payload_isnull = &m->isnull[first_payload];
 	winner.version = version_datum(m->t, w->version);
-	winner.tombstone = w->is_delete;
+	winner.tombstone = w->tombstone;
 	winner.hash = PointerGetDatum(h);
-
-	if (m->apply != NULL)
-		apply_add(m->apply, &winner, found == NULL ? ACTION_INSERT :
-				  w->is_delete ? ACTION_DELETE : ACTION_UPDATE);
-	else if (found == NULL)
-		direct_insert(m->direct, &winner);
-	else
-		direct_update(m->direct, found, &winner);
+	writer_put(&m->writer, found, tversion, w->version, &winner);
 
 	/* The receipt's checksum: sum of the written payload hashes mod 2^256. */
 	{
@@ -133,7 +117,7 @@ write_winner(Merger *m, TupleTableSlot *found)
 /* ---- the pass over sorted rows ---- */
 
 static void
-count_row(Merger *m, GroupRow *row, Disposition d)
+count_row(Merger *m, const GroupRow *row, Disposition d)
 {
 	m->b->counts[row->obj][d]++;
 	m->b->totals[d]++;
@@ -197,6 +181,7 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 	for (int i = 0; i < m->nrows; i++)
 	{
 		GroupRow   *row = &m->rows[i];
+		DecideRow  *c = &m->cand[i];
 
 		count_row(m, row, DISP_CONFLICT);
 		m->nconflicts++;
@@ -204,7 +189,7 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 		{
 			if (m->nconflicts <= CONFLICTS_NAMED)
 				appendStringInfo(&m->named, "%skey %s version " INT64_FORMAT " in object \"%s\"%s row " INT64_FORMAT,
-								 m->nconflicts > 1 ? "; " : "", key, row->version,
+								 m->nconflicts > 1 ? "; " : "", key, c->version,
 								 m->b->manifest->entries[row->obj].object_key,
 								 m->b->staged_versions ?
 								 psprintf(" version \"%s\"", m->b->manifest->entries[row->obj].version_id) : "",
@@ -212,113 +197,68 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 		}
 		else
 		{
-			StateRows  *c = m->conflicts;
+			StateRows  *out = m->conflicts;
 			bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
 
 			SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
-			memcpy(VARDATA(h), row->hash, RECONCILE_SHA256_LEN);
-			state_row_set(c, "batch_id", CStringGetTextDatum(m->b->batch_id));
-			state_row_set(c, "target", ObjectIdGetDatum(t->relid));
+			memcpy(VARDATA(h), c->hash, RECONCILE_SHA256_LEN);
+			state_row_set(out, "batch_id", CStringGetTextDatum(m->b->batch_id));
+			state_row_set(out, "target", ObjectIdGetDatum(t->relid));
 			if (keyjb == NULL)
 				keyjb = key_to_jsonb(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
-			state_row_set(c, "key", JsonbPGetDatum(keyjb));
-			state_row_set(c, "version", Int64GetDatum(row->version));
-			state_row_set(c, "object_key", CStringGetTextDatum(m->b->manifest->entries[row->obj].object_key));
-			state_row_set(c, "source_row", Int64GetDatum(row->source_row));
-			state_row_set(c, "staged_hash", PointerGetDatum(h));
-			if (found && row->version == tversion && thash != NULL)
-				state_row_set(c, "existing_hash", PointerGetDatum(thash));
+			state_row_set(out, "key", JsonbPGetDatum(keyjb));
+			state_row_set(out, "version", Int64GetDatum(c->version));
+			state_row_set(out, "object_key", CStringGetTextDatum(m->b->manifest->entries[row->obj].object_key));
+			state_row_set(out, "source_row", Int64GetDatum(row->source_row));
+			state_row_set(out, "staged_hash", PointerGetDatum(h));
+			if (found && c->version == tversion && thash != NULL)
+				state_row_set(out, "existing_hash", PointerGetDatum(thash));
 			if (m->hold_payloads)
 			{
-				state_row_set(c, "version_id", CStringGetTextDatum(m->b->manifest->entries[row->obj].version_id));
-				state_row_set(c, "deleted", BoolGetDatum(row->is_delete));
-				state_row_set(c, "staged_payload", JsonbPGetDatum(held_payload(m, i)));
-				if (found && row->version == tversion)
+				state_row_set(out, "version_id", CStringGetTextDatum(m->b->manifest->entries[row->obj].version_id));
+				state_row_set(out, "deleted", BoolGetDatum(c->tombstone));
+				state_row_set(out, "staged_payload", JsonbPGetDatum(held_payload(m, i)));
+				if (found && c->version == tversion)
 				{
 					if (existing == NULL)
 						existing = target_payload(t, found);
-					state_row_set(c, "existing_payload", JsonbPGetDatum(existing));
+					state_row_set(out, "existing_payload", JsonbPGetDatum(existing));
 				}
 			}
-			state_row_add(c);
+			state_row_add(out);
 		}
 	}
 }
 
-static bool
-hash_equals(bytea *a, const uint8 *b)
-{
-	return a != NULL && VARSIZE_ANY_EXHDR(a) == RECONCILE_SHA256_LEN &&
-		memcmp(VARDATA_ANY(a), b, RECONCILE_SHA256_LEN) == 0;
-}
-
-/* Decide every row of the current key. */
+/* Decide every row of the current key (decide.c), then write or hold it. */
 static void
 merge_group(Merger *m)
 {
 	TargetInfo *t = m->t;
 	Datum	   *keys = &m->values[SORT_ATT_FIRST_KEY - 1];
-	GroupRow   *w = &m->rows[0];
-	bool		conflict = false;
 	TupleTableSlot *found;
 	int64		tversion = 0;
 	bytea	   *thash = NULL;
-	Disposition first;
+	DecideTarget target;
+	Decision	d;
 
-	/* Same version, another payload: the rows arrive sorted by version. */
-	for (int i = 1, start = 0; i < m->nrows; i++)
-	{
-		if (m->rows[i].version != m->rows[i - 1].version)
-			start = i;
-		else if (memcmp(m->rows[i].hash, m->rows[start].hash, RECONCILE_SHA256_LEN) != 0)
-			conflict = true;
-	}
+	found = probe_find_current(m->probe, m->latest, t, keys, &tversion, &thash, false);
+	target.exists = found != NULL;
+	target.version = tversion;
+	target.hash = thash != NULL && VARSIZE_ANY_EXHDR(thash) == RECONCILE_SHA256_LEN ?
+		(const uint8 *) VARDATA_ANY(thash) : NULL;
+	target.tombstone = false;	/* the rule does not depend on it */
+	d = decide_key(m->cand, m->nrows, &target, m->disp);
 
-	found = probe_find(m->probe, t, keys, &tversion, &thash);
-	if (found == NULL && m->latest != NULL &&
-		probe_find(m->latest, t, keys, &tversion, &thash) != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("could not serialize access to table \"%s\" due to a concurrent insert",
-						t->relname),
-				 errdetail("Key %s was written by a transaction that committed after this one began.",
-						   key_to_json(t, keys)),
-				 errhint("Retry the transaction.")));
-
-	/*
-	 * Any staged row at the target's version with another hash, not only
-	 * the winner: a higher version in the same batch does not make a
-	 * disagreement about the target's own version go away.
-	 */
-	for (int i = 0; found && !conflict && i < m->nrows && m->rows[i].version >= tversion; i++)
-		if (m->rows[i].version == tversion && !hash_equals(thash, m->rows[i].hash))
-			conflict = true;
-
-	if (conflict)
+	if (d.conflict)
 	{
 		record_conflicts(m, found, tversion, thash);
 		return;
 	}
-
-	if (found == NULL)
-		first = w->is_delete ? DISP_DELETED : DISP_INSERTED;
-	else if (w->version > tversion)
-		first = w->is_delete ? DISP_DELETED : DISP_UPDATED;
-	else if (w->version == tversion)
-		first = DISP_UNCHANGED;
-	else
-		first = DISP_STALE;
-	if (found == NULL || w->version > tversion)
-		write_winner(m, found);
-
-	count_row(m, w, first);
-	for (int i = 1; i < m->nrows; i++)
-	{
-		if (m->rows[i].version != m->rows[i - 1].version)
-			count_row(m, &m->rows[i], DISP_STALE);
-		else
-			count_row(m, &m->rows[i], DISP_DUPLICATE);
-	}
+	if (d.write)
+		write_winner(m, found, tversion);
+	for (int i = 0; i < m->nrows; i++)
+		count_row(m, &m->rows[i], m->disp[i]);
 }
 
 /*
@@ -378,6 +318,7 @@ static void
 group_add(Merger *m, TupleTableSlot *slot)
 {
 	GroupRow   *row;
+	DecideRow  *c;
 	bool		isnull;
 	bytea	   *h;
 
@@ -385,14 +326,17 @@ group_add(Merger *m, TupleTableSlot *slot)
 	{
 		m->maxrows *= 2;
 		m->rows = repalloc_huge(m->rows, sizeof(GroupRow) * m->maxrows);
+		m->cand = repalloc_huge(m->cand, sizeof(DecideRow) * m->maxrows);
+		m->disp = repalloc_huge(m->disp, sizeof(Disposition) * m->maxrows);
 	}
+	c = &m->cand[m->nrows];
 	row = &m->rows[m->nrows++];
 	row->obj = DatumGetInt32(slot_getattr(slot, SORT_ATT_OBJECT, &isnull));
 	row->source_row = DatumGetInt64(slot_getattr(slot, SORT_ATT_SOURCE_ROW, &isnull));
-	row->is_delete = DatumGetBool(slot_getattr(slot, SORT_ATT_DELETE, &isnull));
-	row->version = DatumGetInt64(slot_getattr(slot, SORT_ATT_VERSION, &isnull));
+	c->tombstone = DatumGetBool(slot_getattr(slot, SORT_ATT_DELETE, &isnull));
+	c->version = DatumGetInt64(slot_getattr(slot, SORT_ATT_VERSION, &isnull));
 	h = DatumGetByteaPP(slot_getattr(slot, SORT_ATT_HASH, &isnull));
-	memcpy(row->hash, VARDATA_ANY(h), RECONCILE_SHA256_LEN);
+	memcpy(c->hash, VARDATA_ANY(h), RECONCILE_SHA256_LEN);
 
 	/*
 	 * The first row's values are the group's copy; a later row's tuple is
@@ -430,6 +374,8 @@ merge_batch(BatchState *b)
 	for (int i = 0; i < m.t->nkeys; i++)
 		fmgr_info(m.t->key_eq_procs[i], &m.key_eq[i]);
 	m.rows = palloc(sizeof(GroupRow) * m.maxrows);
+	m.cand = palloc(sizeof(DecideRow) * m.maxrows);
+	m.disp = palloc(sizeof(Disposition) * m.maxrows);
 	initStringInfo(&m.named);
 	/*
 	 * Held rows keep their object version and payloads from 1.1 on; the 1.1
@@ -464,10 +410,7 @@ merge_batch(BatchState *b)
 	}
 	else
 		m.probe = probe_open(m.t, GetLatestSnapshot(), true);
-	if (direct_allowed(m.t) && !batch_rules_has_dataset_checks(b->rules))
-		m.direct = direct_open(m.t);
-	else
-		m.apply = apply_create(m.t, b->batch_id);
+	writer_open(&m.writer, m.t, b->batch_id, batch_rules_has_dataset_checks(b->rules));
 
 	progress_phase(PHASE_SORTING);
 	tuplesort_performsort(b->sort);
@@ -511,15 +454,13 @@ merge_batch(BatchState *b)
 						   m.named.data, m.nconflicts > CONFLICTS_NAMED ? "; ..." : ""),
 				 errhint("Nothing was applied. Correct the source, or register the target with conflict_policy => 'quarantine' to hold conflicting keys back and load the rest.")));
 	state_rows_flush(m.conflicts);
-	if (m.direct)
-		direct_close(m.direct);
-	else
+	if (m.writer.apply)
 	{
 		/* rules_attach.c: dataset checks over the winners, before any is written */
 		if (batch_rules_has_dataset_checks(b->rules))
-			batch_rules_check_winners(b, apply_winners_sql(m.apply, batch_rules_owner(b->rules)));
+			batch_rules_check_winners(b, apply_winners_sql(m.writer.apply, batch_rules_owner(b->rules)));
 		progress_phase(PHASE_APPLYING);
-		apply_run(m.apply);
 	}
+	writer_close(&m.writer);
 	MemoryContextDelete(m.groupcxt);
 }

@@ -23,6 +23,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "payload.h"
 #include "probe.h"
 
 /* The target's key index, per leaf partition for a partitioned target. */
@@ -256,6 +257,42 @@ probe_find(Probe *p, TargetInfo *t, Datum *keys, int64 *version, bytea **hash)
 		return NULL;
 	probe_read(found, t, version, hash);
 	return found->slot;
+}
+
+/*
+ * Find the key's row through p, as probe_find does, and, when latest is
+ * not NULL (REPEATABLE READ: p reads the transaction's snapshot, latest
+ * the latest one), check that a transaction that committed after this one
+ * began did not write the key: a row p does not see, or (compare_versions)
+ * one at another version, is a serialization failure, not a unique
+ * violation or a decision taken on a row that is gone.  A caller that
+ * writes every row it found (the merge) leaves the versions to the
+ * update, which reports a concurrent update itself.
+ */
+TupleTableSlot *
+probe_find_current(Probe *p, Probe *latest, TargetInfo *t, Datum *keys,
+				   int64 *version, bytea **hash, bool compare_versions)
+{
+	TupleTableSlot *found = probe_find(p, t, keys, version, hash);
+	int64		lversion = 0;
+	bytea	   *lhash = NULL;
+	bool		lfound;
+
+	if (latest == NULL || (found != NULL && !compare_versions))
+		return found;
+	lfound = probe_find(latest, t, keys, &lversion, &lhash) != NULL;
+	if (lfound != (found != NULL) || (found != NULL && lversion != *version))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 found == NULL ?
+				 errmsg("could not serialize access to table \"%s\" due to a concurrent insert",
+						t->relname) :
+				 errmsg("could not serialize access to table \"%s\" due to a concurrent write",
+						t->relname),
+				 errdetail("Key %s was written by a transaction that committed after this one began.",
+						   key_to_json(t, keys)),
+				 errhint("Retry the transaction.")));
+	return found;
 }
 
 /* The part whose slot now holds the key's row, or NULL. */

@@ -45,7 +45,9 @@
 #include "probe.h"
 #include "common/sha256.h"
 #include "common/sqlname.h"
+#include "common/state.h"
 #include "common/state_schema.h"
+#include "decide.h"
 #include "target.h"
 #include "writers.h"
 
@@ -253,6 +255,223 @@ list_choices(HeldRow *rows, int nrows, int64 v)
 }
 
 /*
+ * The held row to load for the owner's choice at the conflicting version v
+ * (NULL: the target's own payload is kept), or an error naming the
+ * choices; *staged_choice: the choice is a staged payload.  A higher held
+ * version, in conflict with nothing, is what loads.
+ */
+static HeldRow *
+choose_row(HeldRow *rows, int nrows, int64 v, bytea *choice, bool *staged_choice,
+		   TargetInfo *t, text *batch_id, const char *keytext)
+{
+	HeldRow    *w = NULL;
+
+	*staged_choice = false;
+	for (int i = 0; i < nrows; i++)
+	{
+		if (rows[i].version == v && same_hash(rows[i].staged_hash, choice))
+		{
+			*staged_choice = true;
+			if (w == NULL)
+				w = &rows[i];
+		}
+	}
+	if (!*staged_choice)
+	{
+		bool		target_choice = false;
+
+		for (int i = 0; i < nrows; i++)
+			target_choice |= rows[i].version == v && rows[i].at_target_version &&
+				same_hash(rows[i].existing_hash, choice);
+		if (!target_choice)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("payload hash \\x%s is not one of the payloads of key %s at version " INT64_FORMAT,
+							hash_hex(choice), keytext, v),
+					 errdetail("Batch %s held back key %s of table \"%s\" in conflict at version " INT64_FORMAT "; the payloads there are: %s.",
+							   text_to_cstring(batch_id), keytext, t->relname, v,
+							   list_choices(rows, nrows, v))));
+	}
+	if (rows[0].version > v)
+		w = &rows[0];
+	return w;
+}
+
+/*
+ * Decide the chosen row against the target as it is now, as the merge
+ * would (decide.c), and write it if it wins: returns the outcome.  At the
+ * chosen version the rule sees a conflict; the resolution replaces the
+ * target's row there only if it is still the one the batch held the key
+ * against.  Under REPEATABLE READ the transaction's snapshot may predate a
+ * batch committed while this waited for the lock: a second probe with the
+ * latest snapshot turns that into a serialization failure, as in the merge.
+ */
+static const char *
+load_choice(TargetInfo *t, HeldRow *rows, int nrows, HeldRow *w, int64 v,
+			bytea *choice, Datum *keys, text *batch_id, const char *keytext)
+{
+	bool		rr = IsolationUsesXactSnapshot();
+	Probe	   *probe = probe_open(t, rr ? GetTransactionSnapshot() : GetLatestSnapshot(), false);
+	Probe	   *latest = rr ? probe_open(t, GetLatestSnapshot(), false) : NULL;
+	int64		tversion = 0;
+	bytea	   *thash = NULL;
+	TupleTableSlot *found = probe_find_current(probe, latest, t, keys, &tversion, &thash, true);
+	int64		wversion = w ? w->version : v;
+	bytea	   *whash = w ? w->staged_hash : choice;
+	DecideRow	cand;
+	DecideTarget target;
+	Disposition disp;
+	Decision	d;
+	const char *outcome;
+
+	if (latest)
+		probe_close(latest);
+	cand.version = wversion;
+	cand.tombstone = w ? w->deleted : false;
+	memcpy(cand.hash, VARDATA_ANY(whash), RECONCILE_SHA256_LEN);
+	target.exists = found != NULL;
+	target.version = tversion;
+	target.hash = thash != NULL && VARSIZE_ANY_EXHDR(thash) == RECONCILE_SHA256_LEN ?
+		(const uint8 *) VARDATA_ANY(thash) : NULL;
+	target.tombstone = false;
+	d = decide_key(&cand, 1, &target, &disp);
+
+	if (disp == DISP_STALE)
+		outcome = "stale";
+	else if (disp == DISP_UNCHANGED)
+		outcome = "unchanged";
+	else if (d.conflict && (w == NULL || !target_unchanged(rows, nrows, wversion, thash)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("table \"%s\" now holds another payload for key %s at version " INT64_FORMAT,
+						t->relname, keytext, tversion),
+				 errdetail("The target's row changed since batch %s held the key back.",
+						   text_to_cstring(batch_id)),
+				 errhint("See the target's row and decide again with its payload hash, or load a higher version.")));
+	else if (w == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" no longer holds the payload to keep for key %s at version " INT64_FORMAT,
+						t->relname, keytext, v),
+				 errdetail("The target's row is %s since batch %s held the key back.",
+						   found ? psprintf("at version " INT64_FORMAT, tversion) : "gone",
+						   text_to_cstring(batch_id)),
+				 errhint("Accept one of the staged payloads, or load the payload to keep with a new batch.")));
+	else
+	{
+		Winner		winner;
+		Writer		writer;
+		Datum	   *payload = palloc(sizeof(Datum) * Max(t->npayload, 1));
+		bool	   *payload_isnull = palloc(sizeof(bool) * Max(t->npayload, 1));
+
+		payload_from_jsonb(t, w->staged_payload, payload, payload_isnull);
+		winner.keys = keys;
+		winner.payload = payload;
+		winner.payload_isnull = payload_isnull;
+		winner.version = version_datum(t, w->version);
+		winner.tombstone = w->deleted;
+		winner.hash = PointerGetDatum(w->staged_hash);
+		writer_open(&writer, t, text_to_cstring(batch_id), false);
+		writer_put(&writer, found, tversion, wversion, &winner);
+		writer_close(&writer);
+		outcome = w->deleted ? "deleted" : found ? "updated" : "inserted";
+	}
+	probe_close(probe);
+	return outcome;
+}
+
+/*
+ * Record the decision in reconcile.resolutions, as the state tables'
+ * owner, decided_by the caller, and return it in values.
+ */
+static void
+record_resolution(Oid relid, text *batch_id, Jsonb *stored_key, int64 v,
+				  bool staged_choice, bytea *choice, int64 wversion,
+				  const char *outcome, Datum *values)
+{
+	Oid			types[9] = {REGCLASSOID, TEXTOID, JSONBOID, INT8OID, TEXTOID, BYTEAOID,
+	INT8OID, TEXTOID, NAMEOID};
+	Datum		args[9];
+	StateUser	su;
+	bool		isnull;
+	Name		user = palloc(sizeof(NameData));
+
+	namestrcpy(user, GetUserNameFromId(GetUserId(), false));
+	args[0] = ObjectIdGetDatum(relid);
+	args[1] = PointerGetDatum(batch_id);
+	args[2] = JsonbPGetDatum(stored_key);
+	args[3] = Int64GetDatum(v);
+	args[4] = CStringGetTextDatum(staged_choice ? "staged" : "target");
+	args[5] = PointerGetDatum(choice);
+	args[6] = Int64GetDatum(wversion);
+	args[7] = CStringGetTextDatum(outcome);
+	args[8] = NameGetDatum(user);
+	state_user_enter(&su);
+	if (SPI_execute_with_args("INSERT INTO reconcile.resolutions (target, batch_id, key,"
+							  " version, choice, payload_hash, written_version, outcome,"
+							  " decided_by, decided_at)"
+							  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, pg_catalog.now())"
+							  " RETURNING decided_at",
+							  9, types, args, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "could not write reconcile.resolutions");
+	state_user_leave(&su);
+	values[0] = CStringGetTextDatum("resolved");
+	values[1] = args[3];
+	values[2] = args[4];
+	values[3] = args[6];
+	values[4] = args[7];
+	values[5] = NameGetDatum(user);
+	values[6] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+}
+
+/*
+ * The target's row may only be read by a resolution when it is the
+ * target's own heap: for a table Citus manages that is the coordinator's
+ * shell (citus_load.c reads such targets through Citus for batches only).
+ */
+static void
+check_not_citus(TargetInfo *t, const char *keytext, text *batch_id)
+{
+	if (t->citus_kind != CITUS_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("reconcile_resolve does not support table \"%s\", %s",
+						t->relname, citus_kind_name(t->citus_kind)),
+				 errdetail("Key %s of batch %s stays held back in reconcile.conflicts.",
+						   keytext, text_to_cstring(batch_id)),
+				 errhint("Load the payload you choose with a new batch at a higher version.")));
+}
+
+/*
+ * The key's held rows from a committed batch, or an error: the batch must
+ * be committed and hold the key.
+ */
+static HeldRow *
+read_held_key(TargetInfo *t, Oid relid, text *batch_id, Jsonb *key, const char *keytext, int *nrows,
+			  Jsonb **stored_key, bool *key_pinned, int64 *v)
+{
+	HeldRow    *rows;
+
+	if (!batch_committed(relid, batch_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch %s was not committed into table \"%s\"",
+						text_to_cstring(batch_id), t->relname),
+				 errhint("The batches of a target are in reconcile.receipts.")));
+	rows = read_held(relid, batch_id, key, nrows, stored_key, key_pinned);
+	if (*nrows == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("key %s is not held back by batch %s in table \"%s\"",
+						keytext, text_to_cstring(batch_id), t->relname),
+				 errhint("The keys a batch held back are in reconcile.conflicts, with their key as written there.")));
+	*v = conflicting_version(rows, *nrows);
+	if (*v < 0)
+		elog(ERROR, "key %s of batch %s holds no conflict", keytext, text_to_cstring(batch_id));
+	return rows;
+}
+
+/*
  * reconcile_resolve(target regclass, batch_id text, key jsonb,
  *                   payload_hash bytea) RETURNS record
  *		Decides a key that batch_id held back in target: keeps the payload
@@ -279,17 +498,11 @@ reconcile_resolve(PG_FUNCTION_ARGS)
 	bool		key_pinned = false;
 	char	   *keytext;
 	int64		v;
-	HeldRow    *w = NULL;		/* the row to load, NULL: the target's is kept */
-	bool		staged_choice = false;
-	int64		wversion;
+	HeldRow    *w;				/* the row to load, NULL: the target's is kept */
+	bool		staged_choice;
 	Datum	   *keys;
-	Probe	   *probe;
-	TupleTableSlot *found;
-	int64		tversion = 0;
-	bytea	   *thash = NULL;
 	const char *outcome;
 	HeapTuple	result;
-	NameData	user;
 
 	check_arg_not_null(fcinfo, 0, "target", "reconcile_resolve");
 	check_arg_not_null(fcinfo, 1, "batch_id", "reconcile_resolve");
@@ -317,21 +530,9 @@ reconcile_resolve(PG_FUNCTION_ARGS)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	t = target_load(relid);
 	keytext = JsonbToCString(NULL, &key->root, VARSIZE(key));
+	check_not_citus(t, keytext, batch_id);
 
-	/*
-	 * The probe below reads the target's own heap, which for a table Citus
-	 * manages is the coordinator's shell (citus_load.c reads such targets
-	 * through Citus for batches only).
-	 */
-	if (t->citus_kind != CITUS_NONE)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("reconcile_resolve does not support table \"%s\", %s",
-						t->relname, citus_kind_name(t->citus_kind)),
-				 errdetail("Key %s of batch %s stays held back in reconcile.conflicts.",
-						   keytext, text_to_cstring(batch_id)),
-				 errhint("Load the payload you choose with a new batch at a higher version.")));
-
+	/* The same decision again returns the stored one; another is refused. */
 	if (read_resolution(relid, batch_id, key, values, &stored_hash))
 	{
 		if (!same_hash(stored_hash, choice))
@@ -343,186 +544,23 @@ reconcile_resolve(PG_FUNCTION_ARGS)
 							   NameStr(*DatumGetName(values[5])), DatumGetInt64(values[1]),
 							   hash_hex(stored_hash)),
 					 errhint("A decision is final; load another payload with a new batch at a higher version.")));
-		goto done;
-	}
-
-	PreventCommandIfReadOnly("reconcile_resolve()");
-	if (!batch_committed(relid, batch_id))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("batch %s was not committed into table \"%s\"",
-						text_to_cstring(batch_id), t->relname),
-				 errhint("The batches of a target are in reconcile.receipts.")));
-	rows = read_held(relid, batch_id, key, &nrows, &stored_key, &key_pinned);
-	if (nrows == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("key %s is not held back by batch %s in table \"%s\"",
-						keytext, text_to_cstring(batch_id), t->relname),
-				 errhint("The keys a batch held back are in reconcile.conflicts, with their key as written there.")));
-	v = conflicting_version(rows, nrows);
-	if (v < 0)
-		elog(ERROR, "key %s of batch %s holds no conflict", keytext, text_to_cstring(batch_id));
-
-	/* The choice: a staged payload at v, or the target's. */
-	for (int i = 0; i < nrows; i++)
-	{
-		if (rows[i].version == v && same_hash(rows[i].staged_hash, choice))
-		{
-			staged_choice = true;
-			if (w == NULL)
-				w = &rows[i];
-		}
-	}
-	if (!staged_choice)
-	{
-		bool		target_choice = false;
-
-		for (int i = 0; i < nrows; i++)
-			target_choice |= rows[i].version == v && rows[i].at_target_version &&
-				same_hash(rows[i].existing_hash, choice);
-		if (!target_choice)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("payload hash \\x%s is not one of the payloads of key %s at version " INT64_FORMAT,
-							hash_hex(choice), keytext, v),
-					 errdetail("Batch %s held back key %s of table \"%s\" in conflict at version " INT64_FORMAT "; the payloads there are: %s.",
-							   text_to_cstring(batch_id), keytext, t->relname, v,
-							   list_choices(rows, nrows, v))));
-	}
-	/* A higher held version, in conflict with nothing, is what loads. */
-	if (rows[0].version > v)
-		w = &rows[0];
-	wversion = w ? w->version : v;
-
-	/* The key in the target's types, exactly as it was held, or refused. */
-	keys = palloc(sizeof(Datum) * t->nkeys);
-	key_from_jsonb(t, stored_key, key_pinned, text_to_cstring(batch_id), keys);
-
-	/*
-	 * The target as it is now.  Under REPEATABLE READ the transaction's
-	 * snapshot may predate a batch committed while this waited for the
-	 * lock: a second probe with the latest snapshot turns that into a
-	 * serialization failure, as in the merge.
-	 */
-	if (IsolationUsesXactSnapshot())
-	{
-		Probe	   *latest = probe_open(t, GetLatestSnapshot(), false);
-		int64		lversion = 0;
-		bytea	   *lhash = NULL;
-		bool		lfound = probe_find(latest, t, keys, &lversion, &lhash) != NULL;
-
-		probe = probe_open(t, GetTransactionSnapshot(), false);
-		found = probe_find(probe, t, keys, &tversion, &thash);
-		if (lfound != (found != NULL) || lversion != tversion)
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not serialize access to table \"%s\" due to a concurrent write", t->relname),
-					 errdetail("Key %s was written by a transaction that committed after this one began.", keytext),
-					 errhint("Retry the transaction.")));
-		probe_close(latest);
 	}
 	else
 	{
-		probe = probe_open(t, GetLatestSnapshot(), false);
-		found = probe_find(probe, t, keys, &tversion, &thash);
+		PreventCommandIfReadOnly("reconcile_resolve()");
+		rows = read_held_key(t, relid, batch_id, key, keytext, &nrows, &stored_key,
+							 &key_pinned, &v);
+		w = choose_row(rows, nrows, v, choice, &staged_choice, t, batch_id, keytext);
+
+		/* The key in the target's types, exactly as it was held, or refused. */
+		keys = palloc(sizeof(Datum) * t->nkeys);
+		key_from_jsonb(t, stored_key, key_pinned, text_to_cstring(batch_id), keys);
+
+		outcome = load_choice(t, rows, nrows, w, v, choice, keys, batch_id, keytext);
+		record_resolution(relid, batch_id, stored_key, v, staged_choice, choice,
+						  w ? w->version : v, outcome, values);
 	}
 
-	if (found && tversion > wversion)
-		outcome = "stale";
-	else if (found && tversion == wversion &&
-			 same_hash(thash, w ? w->staged_hash : choice))
-		outcome = "unchanged";
-	else if (found && tversion == wversion && (w == NULL || !target_unchanged(rows, nrows, wversion, thash)))
-		ereport(ERROR,
-					(errcode(ERRCODE_UNIQUE_VIOLATION),
-					 errmsg("table \"%s\" now holds another payload for key %s at version " INT64_FORMAT,
-							t->relname, keytext, tversion),
-					 errdetail("The target's row changed since batch %s held the key back.",
-							   text_to_cstring(batch_id)),
-					 errhint("See the target's row and decide again with its payload hash, or load a higher version.")));
-	else if (w == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table \"%s\" no longer holds the payload to keep for key %s at version " INT64_FORMAT,
-						t->relname, keytext, v),
-				 errdetail("The target's row is %s since batch %s held the key back.",
-						   found ? psprintf("at version " INT64_FORMAT, tversion) : "gone",
-						   text_to_cstring(batch_id)),
-				 errhint("Accept one of the staged payloads, or load the payload to keep with a new batch.")));
-	else
-	{
-		Winner		winner;
-		Datum	   *payload = palloc(sizeof(Datum) * Max(t->npayload, 1));
-		bool	   *payload_isnull = palloc(sizeof(bool) * Max(t->npayload, 1));
-
-		payload_from_jsonb(t, w->staged_payload, payload, payload_isnull);
-		winner.keys = keys;
-		winner.payload = payload;
-		winner.payload_isnull = payload_isnull;
-		winner.version = version_datum(t, w->version);
-		winner.tombstone = w->deleted;
-		winner.hash = PointerGetDatum(w->staged_hash);
-		if (direct_allowed(t))
-		{
-			DirectWriter *dw = direct_open(t);
-
-			if (found)
-				direct_update(dw, found, &winner);	/* replaces at tversion too */
-			else
-				direct_insert(dw, &winner);
-			direct_close(dw);
-		}
-		else
-		{
-			ApplyWriter *aw = apply_create(t, text_to_cstring(batch_id));
-
-			apply_add(aw, &winner, found == NULL ? ACTION_INSERT :
-					  tversion == wversion ? ACTION_REPLACE :
-					  w->deleted ? ACTION_DELETE : ACTION_UPDATE);
-			apply_run(aw);
-		}
-		outcome = w->deleted ? "deleted" : found ? "updated" : "inserted";
-	}
-	probe_close(probe);
-
-	/* Recorded as the state tables' owner, decided_by the caller. */
-	{
-		Oid			types[9] = {REGCLASSOID, TEXTOID, JSONBOID, INT8OID, TEXTOID, BYTEAOID,
-		INT8OID, TEXTOID, NAMEOID};
-		Datum		args[9];
-		StateUser	su;
-		bool		isnull;
-
-		namestrcpy(&user, GetUserNameFromId(GetUserId(), false));
-		args[0] = ObjectIdGetDatum(relid);
-		args[1] = PointerGetDatum(batch_id);
-		args[2] = JsonbPGetDatum(stored_key);
-		args[3] = Int64GetDatum(v);
-		args[4] = CStringGetTextDatum(staged_choice ? "staged" : "target");
-		args[5] = PointerGetDatum(choice);
-		args[6] = Int64GetDatum(wversion);
-		args[7] = CStringGetTextDatum(outcome);
-		args[8] = NameGetDatum(&user);
-		state_user_enter(&su);
-		if (SPI_execute_with_args("INSERT INTO reconcile.resolutions (target, batch_id, key,"
-								  " version, choice, payload_hash, written_version, outcome,"
-								  " decided_by, decided_at)"
-								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, pg_catalog.now())"
-								  " RETURNING decided_at",
-								  9, types, args, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
-			elog(ERROR, "could not write reconcile.resolutions");
-		state_user_leave(&su);
-		values[0] = CStringGetTextDatum("resolved");
-		values[1] = args[3];
-		values[2] = args[4];
-		values[3] = args[6];
-		values[4] = args[7];
-		values[5] = NameGetDatum(&user);
-		values[6] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	}
-
-done:
 	PopActiveSnapshot();
 	MemoryContextSwitchTo(outer);
 	result = heap_form_tuple(tupdesc, values, nulls);

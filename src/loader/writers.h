@@ -54,4 +54,17 @@ extern void apply_add(ApplyWriter *a, const Winner *winner, char action);
 extern char *apply_winners_sql(ApplyWriter *a, Oid reader);
 extern void apply_run(ApplyWriter *a);
 
+/* writer.c: which of the two, chosen once for the merge and a resolution */
+typedef struct Writer
+{
+	DirectWriter *direct;		/* one of the two is set */
+	ApplyWriter *apply;
+} Writer;
+
+extern void writer_open(Writer *w, TargetInfo *t, const char *batch_id,
+						bool check_winners);
+extern void writer_put(Writer *w, TupleTableSlot *found, int64 found_version,
+					   int64 winner_version, const Winner *winner);
+extern void writer_close(Writer *w);
+
 #endif							/* RECONCILE_WRITERS_H */

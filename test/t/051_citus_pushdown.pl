@@ -17,8 +17,9 @@
 # prepared, none committed plainly (the pitfall of Citus's 1PC COPY path).
 # What merges on the coordinator instead (rules, a target distributed after
 # its registration, a distribution column cast) says why under "workers";
-# two batches into co-located targets run at once; a shard move racing a
-# batch waits for it, then moves its rows.
+# the decision matrix's cases (test/t/decide_matrix.sql) give the outcomes
+# the rule says on both; two batches into co-located targets run at once; a
+# shard move racing a batch waits for it, then moves its rows.
 # Last, faults: a worker killed with kill -9 before PREPARE fails the
 # batch on every node and the retry commits once; a batch whose COMMIT
 # PREPARED a worker missed (its connections stopped, then the worker
@@ -26,6 +27,7 @@
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
+use File::Basename qw(dirname);
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -298,6 +300,27 @@ if ($coordinated ne $plain)
 }
 is($coordinated, $plain,
 	'merged on the coordinator: the same receipts, rejects, conflicts, cursors and rows as a plain table');
+
+# ---- the decision matrix ----
+
+# The table of cases sql/decide_matrix.sql checks the plain batch (both
+# write paths) and reconcile_resolve against (test/t/decide_matrix.sql),
+# through the pushed-down merge and the coordinator's: one case a
+# transaction, each outcome as the README's rule has it.
+{
+	my $matrix = slurp_file(dirname(__FILE__) . '/decide_matrix.sql');
+	$coord->safe_psql('pushed', "SET client_min_messages = warning;\n$matrix");
+	my @cases = split /\n/, $coord->safe_psql('pushed', 'SELECT id FROM decide_cases ORDER BY id');
+	for my $kind ('workers', 'coordinator')
+	{
+		$coord->safe_psql('pushed', "SET client_min_messages = warning; SELECT decide_setup('$kind', true)");
+		my $disagree = '';
+		$disagree .= $coord->safe_psql('pushed',
+			"SELECT * FROM decide_case('$kind', $_, '{\"citus_merge\": \"$kind\"}', false)")
+		  for @cases;
+		is($disagree, '', "decision matrix: all " . scalar(@cases) . " cases as the rule has them, merged on the $kind");
+	}
+}
 
 # ---- what merges on the coordinator instead ----
 

@@ -1,0 +1,54 @@
+/*
+ * writer.c
+ *		The choice between the two write paths (writers.h), made in one
+ *		place for the merge (merge.c) and a resolution (resolve.c).
+ *
+ * The direct path (direct.c) writes a plain table without triggers or
+ * rules in a READ COMMITTED transaction while the merge is at the key;
+ * anything else, reconcile.write_path = 'general', or winners that must be
+ * checked before any is written (attached dataset checks) take the general
+ * path (apply.c).  Both give the same result.
+ */
+#include "postgres.h"
+
+#include "writers.h"
+
+void
+writer_open(Writer *w, TargetInfo *t, const char *batch_id, bool check_winners)
+{
+	w->direct = NULL;
+	w->apply = NULL;
+	if (!check_winners && direct_allowed(t))
+		w->direct = direct_open(t);
+	else
+		w->apply = apply_create(t, batch_id);
+}
+
+/*
+ * Write a winner at winner_version over the target's row found at
+ * found_version (found NULL: none); at an equal version the row is
+ * replaced (a resolution).
+ */
+void
+writer_put(Writer *w, TupleTableSlot *found, int64 found_version,
+		   int64 winner_version, const Winner *winner)
+{
+	if (w->apply != NULL)
+		apply_add(w->apply, winner, found == NULL ? ACTION_INSERT :
+				  found_version == winner_version ? ACTION_REPLACE :
+				  winner->tombstone ? ACTION_DELETE : ACTION_UPDATE);
+	else if (found == NULL)
+		direct_insert(w->direct, winner);
+	else
+		direct_update(w->direct, found, winner);	/* replaces at found_version too */
+}
+
+/* Write what is still buffered: the direct path's inserts, the general path's statements. */
+void
+writer_close(Writer *w)
+{
+	if (w->direct != NULL)
+		direct_close(w->direct);
+	else
+		apply_run(w->apply);
+}
