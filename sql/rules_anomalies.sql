@@ -5,6 +5,9 @@ CREATE EXTENSION reconcile;
 SET client_min_messages = warning;
 
 CREATE TABLE events (id int PRIMARY KEY, kind text, at timestamptz);
+-- One transaction, so that now() is the same for the rows and the check:
+-- the age shown is exactly an hour however slow the machine.
+BEGIN;
 INSERT INTO events SELECT g, CASE WHEN g % 10 = 0 THEN NULL ELSE 'k' || (g % 4) END,
                           now() - interval '1 hour'
 FROM generate_series(1, 100) AS g;
@@ -20,6 +23,7 @@ FROM reconcile_check('events', '{
            "fewer_nulls":  {"kind": "null_share", "column": "kind", "max": 0.09},
            "kinds":        {"kind": "distinct_count", "column": "kind", "min": 2, "max": 4}}
 }');
+COMMIT;
 -- No rows: null_share has nothing to measure (SKIPPED); freshness of no
 -- value fails; row_count and distinct_count are 0.
 CREATE TABLE no_events (id int, kind text, at timestamptz);
