@@ -26,8 +26,6 @@ ALTER TABLE customer ADD PRIMARY KEY (customer_id);
 SELECT reconcile_register(target => 'customer', key_columns => '{customer_id}',
     version_column => 'version', deleted_column => 'is_deleted',
     hash_column => 'payload_hash', conflict_policy => 'quarantine');
--- The hand-written pipeline's own state, empty for each of its runs (--repeat).
-TRUNCATE bench_rejects, bench_conflicts, bench_receipts;
 DROP TABLE IF EXISTS stage_copy, winners_copy;
 CREATE TABLE stage_copy (LIKE stage);
 CREATE TABLE winners_copy (LIKE customer INCLUDING ALL);
