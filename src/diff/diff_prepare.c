@@ -643,7 +643,7 @@ opt_int(JsonbValue *v, const char *option, int min, int max)
 	return DatumGetInt32(DirectFunctionCall1(numeric_int4, n));
 }
 
-/* How a side on another server is compared (diff_remote.c). */
+/* How a side on another server is compared (diff_checksum.c). */
 static void
 set_remote_options(DiffSpec *spec, DiffOptions *opts)
 {
