@@ -76,6 +76,18 @@ pinned_settings_read(PinnedSettings *out)
 	out->search_path = false;
 }
 
+/* Assign the globals the settings stand for (search_path aside). */
+static void
+pinned_settings_assign(const PinnedSettings *values)
+{
+	DateStyle = values->date_style;
+	DateOrder = values->date_order;
+	IntervalStyle = values->interval_style;
+	extra_float_digits = values->float_digits;
+	bytea_output = values->bytea;
+	session_timezone = values->tz;
+}
+
 /*
  * Save the settings into saved and assign the ones values holds (from
  * pinned_settings_from_array, say), the same way and for the same reason
@@ -86,12 +98,7 @@ void
 pinned_settings_enter_values(PinnedSettings *saved, const PinnedSettings *values)
 {
 	pinned_settings_read(saved);
-	DateStyle = values->date_style;
-	DateOrder = values->date_order;
-	IntervalStyle = values->interval_style;
-	extra_float_digits = values->float_digits;
-	bytea_output = values->bytea;
-	session_timezone = values->tz;
+	pinned_settings_assign(values);
 }
 
 /*
@@ -158,12 +165,7 @@ pinned_settings_sql(void)
 void
 pinned_settings_leave(PinnedSettings *saved)
 {
-	DateStyle = saved->date_style;
-	DateOrder = saved->date_order;
-	IntervalStyle = saved->interval_style;
-	extra_float_digits = saved->float_digits;
-	bytea_output = saved->bytea;
-	session_timezone = saved->tz;
+	pinned_settings_assign(saved);
 	if (saved->search_path)
 		PopOverrideSearchPath();
 }
