@@ -314,3 +314,56 @@ jsonb_array_end(JsonbArrayBuilder *ab)
 	pfree(ab);
 	return result;
 }
+
+/*
+ * Append str as a JSON string, byte for byte what escape_json writes, but
+ * copying the runs between characters to escape at once rather than one
+ * character at a time: every payload value of every staged row goes
+ * through here.
+ */
+void
+json_append_string(StringInfo buf, const char *str)
+{
+	const char *run = str;
+	const char *p;
+
+	appendStringInfoChar(buf, '"');
+	for (p = str; *p; p++)
+	{
+		unsigned char c = (unsigned char) *p;
+
+		if (c >= ' ' && c != '"' && c != '\\')
+			continue;
+		appendBinaryStringInfo(buf, run, p - run);
+		run = p + 1;
+		switch (c)
+		{
+			case '\b':
+				appendStringInfoString(buf, "\\b");
+				break;
+			case '\f':
+				appendStringInfoString(buf, "\\f");
+				break;
+			case '\n':
+				appendStringInfoString(buf, "\\n");
+				break;
+			case '\r':
+				appendStringInfoString(buf, "\\r");
+				break;
+			case '\t':
+				appendStringInfoString(buf, "\\t");
+				break;
+			case '"':
+				appendStringInfoString(buf, "\\\"");
+				break;
+			case '\\':
+				appendStringInfoString(buf, "\\\\");
+				break;
+			default:
+				appendStringInfo(buf, "\\u%04x", (int) c);
+				break;
+		}
+	}
+	appendBinaryStringInfo(buf, run, p - run);
+	appendStringInfoChar(buf, '"');
+}

@@ -25,6 +25,7 @@ extern void jsonb_push_datum(JsonbParseState **st, JsonbIteratorToken token, Dat
 extern void jsonb_push_string(JsonbParseState **st, JsonbIteratorToken token, const char *s);
 extern bool json_value_is_number(Oid type, const char *text);
 extern void json_append_value_text(StringInfo buf, Oid type, const char *text);
+extern void json_append_string(StringInfo buf, const char *str);
 typedef struct JsonbArrayBuilder JsonbArrayBuilder;
 extern JsonbArrayBuilder *jsonb_array_begin(int nelems);
 extern void jsonb_array_add(JsonbArrayBuilder *ab, const Jsonb *elem);

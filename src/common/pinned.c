@@ -19,9 +19,13 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/bytea.h"
 #include "utils/datetime.h"
 #include "utils/float.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
 
 #include "pinned.h"
 
@@ -36,23 +40,21 @@
 void
 pinned_settings_enter(PinnedSettings *saved, bool names_objects)
 {
-	static pg_tz *utc = NULL;
+	static PinnedSettings canonical;
+	static bool ready = false;
 
-	if (utc == NULL)
-		utc = pg_tzset("UTC");
-	saved->date_style = DateStyle;
-	saved->date_order = DateOrder;
-	saved->interval_style = IntervalStyle;
-	saved->float_digits = extra_float_digits;
-	saved->bytea = bytea_output;
-	saved->tz = session_timezone;
+	if (!ready)
+	{
+		canonical.date_style = USE_ISO_DATES;
+		canonical.date_order = DATEORDER_YMD;
+		canonical.interval_style = INTSTYLE_POSTGRES;
+		canonical.float_digits = 1;
+		canonical.bytea = BYTEA_OUTPUT_HEX;
+		canonical.tz = pg_tzset("UTC");
+		ready = true;
+	}
+	pinned_settings_enter_values(saved, &canonical);
 	saved->search_path = names_objects;
-	DateStyle = USE_ISO_DATES;
-	DateOrder = DATEORDER_YMD;
-	IntervalStyle = INTSTYLE_POSTGRES;
-	extra_float_digits = 1;
-	bytea_output = BYTEA_OUTPUT_HEX;
-	session_timezone = utc;
 	if (names_objects)
 	{
 		OverrideSearchPath path = {NIL, true, false, 0};
@@ -61,16 +63,109 @@ pinned_settings_enter(PinnedSettings *saved, bool names_objects)
 	}
 }
 
+/* The globals the settings stand at now (search_path is not pushed). */
+static void
+pinned_settings_read(PinnedSettings *out)
+{
+	out->date_style = DateStyle;
+	out->date_order = DateOrder;
+	out->interval_style = IntervalStyle;
+	out->float_digits = extra_float_digits;
+	out->bytea = bytea_output;
+	out->tz = session_timezone;
+	out->search_path = false;
+}
+
+/* Assign the globals the settings stand for (search_path aside). */
+static void
+pinned_settings_assign(const PinnedSettings *values)
+{
+	DateStyle = values->date_style;
+	DateOrder = values->date_order;
+	IntervalStyle = values->interval_style;
+	extra_float_digits = values->float_digits;
+	bytea_output = values->bytea;
+	session_timezone = values->tz;
+}
+
+/*
+ * Save the settings into saved and assign the ones values holds (from
+ * pinned_settings_from_array, say), the same way and for the same reason
+ * as pinned_settings_enter; search_path is left as it is.  Put back with
+ * pinned_settings_leave.
+ */
+void
+pinned_settings_enter_values(PinnedSettings *saved, const PinnedSettings *values)
+{
+	pinned_settings_read(saved);
+	pinned_settings_assign(values);
+}
+
+/*
+ * The settings a text form depends on, by name, in the order of the text[]
+ * pinned_settings_sql writes and pinned_settings_from_array reads: how the
+ * Citus casts (loader/citus_merge.c) carry the caller's session settings
+ * to the workers.
+ */
+#define NSETTINGS 5
+static const char *const setting_names[NSETTINGS] = {
+	"DateStyle", "IntervalStyle", "TimeZone", "extra_float_digits", "bytea_output"
+};
+
+/*
+ * The globals a settings array (as pinned_settings_sql wrote it) stands
+ * for: computed once per query through the GUC machinery, rolled back at
+ * once, so that each row then only assigns them.
+ */
+void
+pinned_settings_from_array(ArrayType *settings, PinnedSettings *out)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	int			nest;
+	PinnedSettings saved;
+
+	deconstruct_array(settings, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n != NSETTINGS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("settings of a reconcile cast must have %d elements, not %d", NSETTINGS, n)));
+	pinned_settings_read(&saved);
+	nest = NewGUCNestLevel();
+	for (int i = 0; i < NSETTINGS; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("setting %s of a reconcile cast is null", setting_names[i])));
+		(void) set_config_option(setting_names[i], TextDatumGetCString(elems[i]),
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	}
+	pinned_settings_read(out);
+	AtEOXact_GUC(false, nest);
+	pinned_settings_leave(&saved);
+}
+
+/* The caller's settings as a constant text[] of SQL. */
+char *
+pinned_settings_sql(void)
+{
+	Datum		elems[NSETTINGS];
+	ArrayType  *a;
+
+	for (int i = 0; i < NSETTINGS; i++)
+		elems[i] = CStringGetTextDatum(GetConfigOption(setting_names[i], false, false));
+	a = construct_array(elems, NSETTINGS, TEXTOID, -1, false, TYPALIGN_INT);
+	return psprintf("%s::pg_catalog.text[]",
+					quote_literal_cstr(OidOutputFunctionCall(F_ARRAY_OUT, PointerGetDatum(a))));
+}
+
 /* Put back the settings pinned_settings_enter saved. */
 void
 pinned_settings_leave(PinnedSettings *saved)
 {
-	DateStyle = saved->date_style;
-	DateOrder = saved->date_order;
-	IntervalStyle = saved->interval_style;
-	extra_float_digits = saved->float_digits;
-	bytea_output = saved->bytea;
-	session_timezone = saved->tz;
+	pinned_settings_assign(saved);
 	if (saved->search_path)
 		PopOverrideSearchPath();
 }

@@ -9,6 +9,7 @@
 
 #include "fmgr.h"
 #include "pgtime.h"
+#include "utils/array.h"
 
 typedef struct PinnedSettings
 {
@@ -22,7 +23,11 @@ typedef struct PinnedSettings
 } PinnedSettings;
 
 extern void pinned_settings_enter(PinnedSettings *saved, bool names_objects);
+extern void pinned_settings_enter_values(PinnedSettings *saved,
+										 const PinnedSettings *values);
 extern void pinned_settings_leave(PinnedSettings *saved);
+extern void pinned_settings_from_array(ArrayType *settings, PinnedSettings *out);
+extern char *pinned_settings_sql(void);
 extern char *pinned_output(FmgrInfo *out, Datum value, bool names_objects);
 extern bool type_names_objects(Oid typid);
 

@@ -2,8 +2,9 @@
  * diff.h
  *		Declarations shared by the reconciliation diff's files.
  *
- * A diff is prepared once (diff_prepare.c) and then executed (diff.c, or
- * diff_remote.c for a side on another server), streaming findings into a
+ * A diff is prepared once (diff_prepare.c) and then run (diff.c: by
+ * diff_checksum.c for a side on another server, else diff_merge.c),
+ * streaming findings into a
  * tuplestore or only counting them; README.md in this folder maps the
  * files.
  */
@@ -36,9 +37,23 @@ typedef enum DiffRemoteMode
 	DIFF_REMOTE_PULL			/* read every row, as on one server */
 } DiffRemoteMode;
 
+/*
+ * Across servers (diff_checksum.c), the defaults of the options
+ * split_factor and leaf_rows: of the pairs measured (16/16, 32/256,
+ * 1000/64, 128/64 on 1,000,000 rows), 128/64 alone kept the bytes under
+ * pg_comparator's at every count of differences and under 0.1% of the
+ * table at 10, with at most two levels before the row hashes; 16/16 needs
+ * five levels and is the slowest, 32/256 moves the most bytes at 1,000
+ * differences, 1000/64 sends 1,000 checksums even when nothing differs
+ * (bench/RESULTS.md, "Across servers").
+ */
 #define DIFF_DEFAULT_SPLIT_FACTOR	128
 #define DIFF_DEFAULT_LEAF_ROWS		64
-/* The most cells a grid has: with the default leaf_rows, cells grow beyond it. */
+/*
+ * The most cells a grid has: the grid's memory grows with its cells (each
+ * level's ranges are held at most one a cell, whatever split_factor); with
+ * the default leaf_rows, cells grow beyond 64 rows past 67 million rows.
+ */
 #define DIFF_MAX_CELLS				(1 << 20)
 
 /*
@@ -110,7 +125,7 @@ typedef struct DiffSpec
 	Datum		window_hi;
 	bool		cutoff_source_max;
 
-	/* A side on another server (diff_remote.c): how to compare it. */
+	/* A side on another server (diff_checksum.c): how to compare it. */
 	DiffRemoteMode remote_mode;
 	int			split_factor;
 	int			leaf_rows;
@@ -133,7 +148,7 @@ typedef struct DiffCounts
 	int64	   *column_mismatches;	/* per compared column */
 } DiffCounts;
 
-/* diff_execute needs an SPI connection. */
+/* diff_merge.c; diff_execute needs an SPI connection. */
 extern DiffSpec *diff_prepare(Oid source, Oid target, ArrayType *key_columns,
 							  Jsonb *options);
 /* The same checks without the caller's privileges: a job being configured. */
@@ -147,9 +162,13 @@ extern void diff_append_where(StringInfo sql, DiffSpec *spec, bool target,
 							  Datum *values, int *nparams);
 extern bool diff_cutoff(DiffSpec *spec, Datum *result);
 
-/* diff_remote.c: the diff, by checksums where a side is on another server. */
+/* diff.c: every diff's entry point, by checksums where they apply. */
 extern void diff_compare(DiffSpec *spec, Tuplestorestate *findings,
 						 TupleDesc findings_desc, DiffCounts *counts);
+
+/* diff_checksum.c: by checksums where a side is on another server. */
+extern bool diff_checksum(DiffSpec *spec, Tuplestorestate *findings,
+						  TupleDesc findings_desc, DiffCounts *counts);
 
 /* The summary's columns, in reconcile_diff_summary's order. */
 #define DIFF_SUMMARY_NATTS 9

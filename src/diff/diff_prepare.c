@@ -643,7 +643,7 @@ opt_int(JsonbValue *v, const char *option, int min, int max)
 	return DatumGetInt32(DirectFunctionCall1(numeric_int4, n));
 }
 
-/* How a side on another server is compared (diff_remote.c). */
+/* How a side on another server is compared (diff_checksum.c). */
 static void
 set_remote_options(DiffSpec *spec, DiffOptions *opts)
 {
@@ -765,32 +765,32 @@ option_time_zone(DiffOptions *opts)
 	return zone;
 }
 
-/* diff_prepare and diff_validate, with or without the privilege checks. */
-static DiffSpec *
-prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
-			 bool check_privileges)
+/*
+ * What prepare_spec settles, piece by piece: the spec being filled, the
+ * options, both sides' descriptors and the names the options give.
+ */
+typedef struct SpecDraft
 {
-	DiffSpec   *spec = palloc0(sizeof(DiffSpec));
+	DiffSpec   *spec;
 	DiffOptions opts;
-	Relation	srel,
-				trel;
-	TupleDesc	sdesc,
-				tdesc;
-	char	  **keys;
-	char	  **tkeys = NULL;
-	int			nkeys,
-				ntkeys = 0;
-	OptPair    *map = NULL;
-	int			nmap = 0;
-	bool		trim = false;
-	char	  **compare = NULL;
-	int			ncompare = 0;
-	char	  **ignore = NULL;
-	int			nignore = 0;
-	const char *map_hint = "Map differing names with the option \"column_map\", or leave the column out.";
-	bool		upd_in_zone = false;
+	TupleDesc	sdesc;
+	TupleDesc	tdesc;
+	char	  **keys;			/* key_columns, then as the source spells them */
+	int			nkeys;
+	char	  **tkeys;			/* option "target_key_columns", or NULL */
+	OptPair    *map;			/* option "column_map" */
+	int			nmap;
+	bool		trim;			/* option "trim_keys" */
+	bool		upd_in_zone;	/* the updated column is read in the time zone */
+	bool		check_privileges;
+} SpecDraft;
 
-	/* Arguments. */
+static const char *const map_hint = "Map differing names with the option \"column_map\", or leave the column out.";
+
+/* The argument key_columns: one or more column names, none null. */
+static void
+read_key_columns(SpecDraft *d, ArrayType *key_columns)
+{
 	if (ARR_NDIM(key_columns) > 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -800,83 +800,105 @@ prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
 		bool	   *nulls;
 
 		deconstruct_array(key_columns, TEXTOID, -1, false, TYPALIGN_INT,
-						  &elems, &nulls, &nkeys);
-		if (nkeys == 0)
+						  &elems, &nulls, &d->nkeys);
+		if (d->nkeys == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("key_columns must name at least one column")));
-		keys = palloc(sizeof(char *) * nkeys);
-		for (int i = 0; i < nkeys; i++)
+		d->keys = palloc(sizeof(char *) * d->nkeys);
+		for (int i = 0; i < d->nkeys; i++)
 		{
 			if (nulls[i])
 				ereport(ERROR,
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						 errmsg("key_columns must not contain nulls")));
-			keys[i] = TextDatumGetCString(elems[i]);
+			d->keys[i] = TextDatumGetCString(elems[i]);
 		}
 	}
-	parse_options(options, &opts);
-	spec->time_zone = option_time_zone(&opts);
+}
 
-	/* Both sides: what they are and whether the caller may read them. */
-	srel = open_side(source, "source");
-	trel = open_side(target, "target");
-	check_relation_kind(srel, "source");
-	check_relation_kind(trel, "target");
-	if (check_privileges)
+/*
+ * Both sides: what they are and whether the caller may read them.  The
+ * relations stay open (and locked) until prepare_spec closes them.
+ */
+static void
+open_sides(SpecDraft *d, Oid source, Oid target, Relation *srel, Relation *trel)
+{
+	DiffSpec   *spec = d->spec;
+
+	*srel = open_side(source, "source");
+	*trel = open_side(target, "target");
+	check_relation_kind(*srel, "source");
+	check_relation_kind(*trel, "target");
+	if (d->check_privileges)
 	{
 		check_select_any(source, "source");
 		check_select_any(target, "target");
 	}
 	spec->source = source;
 	spec->target = target;
-	spec->sname = pstrdup(RelationGetRelationName(srel));
-	spec->tname = pstrdup(RelationGetRelationName(trel));
-	spec->squal = relation_quoted_name(srel);
-	spec->tqual = relation_quoted_name(trel);
-	sdesc = RelationGetDescr(srel);
-	tdesc = RelationGetDescr(trel);
+	spec->sname = pstrdup(RelationGetRelationName(*srel));
+	spec->tname = pstrdup(RelationGetRelationName(*trel));
+	spec->squal = relation_quoted_name(*srel);
+	spec->tqual = relation_quoted_name(*trel);
+	d->sdesc = RelationGetDescr(*srel);
+	d->tdesc = RelationGetDescr(*trel);
+}
 
-	/* Naming options. */
-	if (opts.v[OPT_COLUMN_MAP])
+/* Naming options: "column_map", "target_key_columns" and "trim_keys". */
+static void
+read_naming_options(SpecDraft *d)
+{
+	DiffSpec   *spec = d->spec;
+	int			ntkeys = 0;
+
+	if (d->opts.v[OPT_COLUMN_MAP])
 	{
-		map = opt_object(opts.v[OPT_COLUMN_MAP], "column_map",
-						 "from source column names to target column names", &nmap);
-		for (int i = 0; i < nmap; i++)
+		d->map = opt_object(d->opts.v[OPT_COLUMN_MAP], "column_map",
+						 "from source column names to target column names", &d->nmap);
+		for (int i = 0; i < d->nmap; i++)
 		{
-			if (map[i].value.type != jbvString)
+			if (d->map[i].value.type != jbvString)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("option \"column_map\" must map column names to column names"),
-						 errdetail("The value for \"%s\" is not a string.", map[i].name)));
-			map[i].name = resolve_name(sdesc, map[i].name, "mapped", "source",
+						 errdetail("The value for \"%s\" is not a string.", d->map[i].name)));
+			d->map[i].name = resolve_name(d->sdesc, d->map[i].name, "mapped", "source",
 									   spec->sname, NULL);
-			map[i].value.val.string.val =
-				resolve_name(tdesc, pnstrdup(map[i].value.val.string.val,
-											 map[i].value.val.string.len),
+			d->map[i].value.val.string.val =
+				resolve_name(d->tdesc, pnstrdup(d->map[i].value.val.string.val,
+											 d->map[i].value.val.string.len),
 							 "mapped", "target", spec->tname, NULL);
 		}
 	}
-	if (opts.v[OPT_TARGET_KEYS])
+	if (d->opts.v[OPT_TARGET_KEYS])
 	{
-		tkeys = opt_name_array(opts.v[OPT_TARGET_KEYS], "target_key_columns", &ntkeys);
-		if (ntkeys != nkeys)
+		d->tkeys = opt_name_array(d->opts.v[OPT_TARGET_KEYS], "target_key_columns", &ntkeys);
+		if (ntkeys != d->nkeys)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("option \"target_key_columns\" names %d columns, but key_columns names %d",
-							ntkeys, nkeys),
+							ntkeys, d->nkeys),
 					 errdetail("The target's key columns pair up with the source's in order.")));
 	}
-	if (opts.v[OPT_TRIM_KEYS])
+	if (d->opts.v[OPT_TRIM_KEYS])
 	{
-		if (opts.v[OPT_TRIM_KEYS]->type != jbvBool)
+		if (d->opts.v[OPT_TRIM_KEYS]->type != jbvBool)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("option \"trim_keys\" must be true or false")));
-		trim = opts.v[OPT_TRIM_KEYS]->val.boolean;
+		d->trim = d->opts.v[OPT_TRIM_KEYS]->val.boolean;
 	}
+}
 
-	/* Keys. */
+/* Keys: each source key column, its target column, type and ordering. */
+static void
+resolve_keys(SpecDraft *d)
+{
+	DiffSpec   *spec = d->spec;
+	char	  **keys = d->keys;
+	int			nkeys = d->nkeys;
+
 	spec->nkeys = nkeys;
 	spec->keys = palloc0(sizeof(DiffColumn) * nkeys);
 	for (int i = 0; i < nkeys; i++)
@@ -885,31 +907,45 @@ prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
 		Form_pg_attribute sa,
 					ta;
 
-		sa = require_attribute(sdesc, keys[i], "key", "source", spec->sname, NULL);
+		sa = require_attribute(d->sdesc, keys[i], "key", "source", spec->sname, NULL);
 		c->name = keys[i] = pstrdup(NameStr(sa->attname));
 		for (int j = 0; j < i; j++)
 			if (strcmp(keys[i], keys[j]) == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("key column \"%s\" is named more than once", keys[i])));
-		ta = require_attribute(tdesc, tkeys ? tkeys[i] : map_column(map, nmap, c->name),
+		ta = require_attribute(d->tdesc, d->tkeys ? d->tkeys[i] : map_column(d->map, d->nmap, c->name),
 							   "key", "target", spec->tname,
 							   "Name the target's key columns with the option \"target_key_columns\", or map them with \"column_map\".");
 		c->tname = pstrdup(NameStr(ta->attname));
-		resolve_column_type(spec, c, sa, ta, "key", trim);
+		resolve_column_type(spec, c, sa, ta, "key", d->trim);
 		prepare_ordering(spec, c);
-		if (check_privileges)
+		if (d->check_privileges)
 		{
-			check_select_column(source, "source", c->name);
-			check_select_column(target, "target", c->tname);
+			check_select_column(spec->source, "source", c->name);
+			check_select_column(spec->target, "target", c->tname);
 		}
 	}
+}
 
-	/* Compared columns: the given ones, or all on both sides but the key. */
-	if (opts.v[OPT_COMPARE])
-		compare = opt_name_array(opts.v[OPT_COMPARE], "compare", &ncompare);
-	if (opts.v[OPT_IGNORE])
-		ignore = opt_name_array(opts.v[OPT_IGNORE], "ignore", &nignore);
+/* Compared columns: the given ones, or all on both sides but the key. */
+static void
+resolve_compared(SpecDraft *d)
+{
+	DiffSpec   *spec = d->spec;
+	TupleDesc	sdesc = d->sdesc;
+	TupleDesc	tdesc = d->tdesc;
+	char	  **keys = d->keys;
+	int			nkeys = d->nkeys;
+	char	  **compare = NULL;
+	int			ncompare = 0;
+	char	  **ignore = NULL;
+	int			nignore = 0;
+
+	if (d->opts.v[OPT_COMPARE])
+		compare = opt_name_array(d->opts.v[OPT_COMPARE], "compare", &ncompare);
+	if (d->opts.v[OPT_IGNORE])
+		ignore = opt_name_array(d->opts.v[OPT_IGNORE], "ignore", &nignore);
 	for (int i = 0; i < nignore; i++)
 	{
 		ignore[i] = resolve_name(sdesc, ignore[i], "ignored", "source", spec->sname, NULL);
@@ -929,7 +965,7 @@ prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
 
 			for (int k = 0; !skip && k < nkeys; k++)
 				skip = strcmp(NameStr(att->attname), keys[k]) == 0;
-			if (!skip && colname_find(tdesc, map_column(map, nmap, NameStr(att->attname))) == NULL)
+			if (!skip && colname_find(tdesc, map_column(d->map, d->nmap, NameStr(att->attname))) == NULL)
 				skip = true;
 			if (!skip)
 				compare[ncompare++] = pstrdup(NameStr(att->attname));
@@ -964,29 +1000,35 @@ prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
 		c = &spec->cols[spec->ncols++];
 		c->name = compare[i];
 		sa = require_attribute(sdesc, c->name, "compared", "source", spec->sname, NULL);
-		ta = require_attribute(tdesc, map_column(map, nmap, compare[i]), "compared", "target",
+		ta = require_attribute(tdesc, map_column(d->map, d->nmap, compare[i]), "compared", "target",
 							   spec->tname, map_hint);
 		c->tname = pstrdup(NameStr(ta->attname));
 		resolve_column_type(spec, c, sa, ta, "compared", false);
 		prepare_comparison(c);
-		if (check_privileges)
+		if (d->check_privileges)
 		{
-			check_select_column(source, "source", c->name);
-			check_select_column(target, "target", c->tname);
+			check_select_column(spec->source, "source", c->name);
+			check_select_column(spec->target, "target", c->tname);
 		}
 	}
+}
 
-	/* Tolerances, on compared columns only. */
-	if (opts.v[OPT_TOLERANCE])
+/* Tolerances, on compared columns only. */
+static void
+set_tolerances(SpecDraft *d)
+{
+	DiffSpec   *spec = d->spec;
+
+	if (d->opts.v[OPT_TOLERANCE])
 	{
 		int			ntol;
-		OptPair    *tol = opt_object(opts.v[OPT_TOLERANCE], "tolerance",
+		OptPair    *tol = opt_object(d->opts.v[OPT_TOLERANCE], "tolerance",
 									 "from column names to tolerances", &ntol);
 
 		for (int i = 0; i < ntol; i++)
 		{
 			DiffColumn *c = NULL;
-			Form_pg_attribute att = colname_find(sdesc, tol[i].name);
+			Form_pg_attribute att = colname_find(d->sdesc, tol[i].name);
 			const char *name = att ? NameStr(att->attname) : tol[i].name;
 
 			for (int j = 0; j < spec->ncols; j++)
@@ -1001,20 +1043,26 @@ prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
 			prepare_comparison(c);
 		}
 	}
+}
 
-	/* The window on the updated column, and the cutoff. */
-	if (opts.v[OPT_UPDATED])
+/* The updated column: its name on both sides, its type, ordered. */
+static void
+resolve_updated_column(SpecDraft *d)
+{
+	DiffSpec   *spec = d->spec;
+
+	if (d->opts.v[OPT_UPDATED])
 	{
-		char	   *supd = opt_string(opts.v[OPT_UPDATED], "updated_column",
+		char	   *supd = opt_string(d->opts.v[OPT_UPDATED], "updated_column",
 									  "the name of the source's column of last update");
-		Form_pg_attribute sa = require_attribute(sdesc, supd, "updated", "source",
+		Form_pg_attribute sa = require_attribute(d->sdesc, supd, "updated", "source",
 												 spec->sname, NULL);
 		Form_pg_attribute ta;
 		const char *tupd;
 		DiffColumn	tmp;
 
 		supd = pstrdup(NameStr(sa->attname));
-		ta = require_attribute(tdesc, map_column(map, nmap, supd), "updated", "target",
+		ta = require_attribute(d->tdesc, map_column(d->map, d->nmap, supd), "updated", "target",
 							   spec->tname, map_hint);
 		tupd = NameStr(ta->attname);
 
@@ -1030,14 +1078,22 @@ prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
 		spec->supd = tmp.sexpr;
 		spec->tupd = tmp.texpr;
 		spec->upd_type = tmp.typid;
-		upd_in_zone = tmp.in_zone;
-		if (check_privileges)
+		d->upd_in_zone = tmp.in_zone;
+		if (d->check_privileges)
 		{
-			check_select_column(source, "source", supd);
-			check_select_column(target, "target", tupd);
+			check_select_column(spec->source, "source", supd);
+			check_select_column(spec->target, "target", tupd);
 		}
 	}
-	if (opts.v[OPT_WINDOW])
+}
+
+/* The window on the updated column ("window" or "lookback"), and the cutoff. */
+static void
+set_window_and_cutoff(SpecDraft *d)
+{
+	DiffSpec   *spec = d->spec;
+
+	if (d->opts.v[OPT_WINDOW])
 	{
 		int			n;
 		JsonbValue *bounds;
@@ -1047,7 +1103,7 @@ prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("option \"window\" needs option \"updated_column\""),
 					 errdetail("The window bounds the column of last update, which \"updated_column\" names.")));
-		bounds = opt_array(opts.v[OPT_WINDOW], "window", "two bounds, [from, to]", &n);
+		bounds = opt_array(d->opts.v[OPT_WINDOW], "window", "two bounds, [from, to]", &n);
 		if (n != 2)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1057,12 +1113,12 @@ prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
 		if (bounds[0].type != jbvNull)
 		{
 			spec->has_lo = true;
-			spec->window_lo = window_bound(spec, &bounds[0], "start", upd_in_zone);
+			spec->window_lo = window_bound(spec, &bounds[0], "start", d->upd_in_zone);
 		}
 		if (bounds[1].type != jbvNull)
 		{
 			spec->has_hi = true;
-			spec->window_hi = window_bound(spec, &bounds[1], "end", upd_in_zone);
+			spec->window_hi = window_bound(spec, &bounds[1], "end", d->upd_in_zone);
 		}
 		if (spec->has_lo && spec->has_hi)
 		{
@@ -1077,24 +1133,24 @@ prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
 						 errmsg("option \"window\" is empty: its start is after its end")));
 		}
 	}
-	if (opts.v[OPT_LOOKBACK])
+	if (d->opts.v[OPT_LOOKBACK])
 	{
 		if (spec->supd == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("option \"lookback\" needs option \"updated_column\""),
 					 errdetail("The look-back window bounds the column of last update, which \"updated_column\" names.")));
-		if (opts.v[OPT_WINDOW])
+		if (d->opts.v[OPT_WINDOW])
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("options \"window\" and \"lookback\" cannot be combined"),
 					 errhint("Use \"window\" for fixed bounds, \"lookback\" for the time up to now.")));
 		spec->has_lo = true;
-		spec->window_lo = lookback_start(spec, opts.v[OPT_LOOKBACK], upd_in_zone);
+		spec->window_lo = lookback_start(spec, d->opts.v[OPT_LOOKBACK], d->upd_in_zone);
 	}
-	if (opts.v[OPT_CUTOFF])
+	if (d->opts.v[OPT_CUTOFF])
 	{
-		char	   *cutoff = opt_string(opts.v[OPT_CUTOFF], "cutoff", "\"source_max\"");
+		char	   *cutoff = opt_string(d->opts.v[OPT_CUTOFF], "cutoff", "\"source_max\"");
 
 		if (strcmp(cutoff, "source_max") != 0)
 			ereport(ERROR,
@@ -1107,12 +1163,35 @@ prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
 					 errmsg("option \"cutoff\" needs option \"updated_column\"")));
 		spec->cutoff_source_max = true;
 	}
+}
 
-	set_remote_options(spec, &opts);
+/* diff_prepare and diff_validate, with or without the privilege checks. */
+static DiffSpec *
+prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
+			 bool check_privileges)
+{
+	SpecDraft	d;
+	Relation	srel,
+				trel;
+
+	memset(&d, 0, sizeof(d));
+	d.spec = palloc0(sizeof(DiffSpec));
+	d.check_privileges = check_privileges;
+	read_key_columns(&d, key_columns);
+	parse_options(options, &d.opts);
+	d.spec->time_zone = option_time_zone(&d.opts);
+	open_sides(&d, source, target, &srel, &trel);
+	read_naming_options(&d);
+	resolve_keys(&d);
+	resolve_compared(&d);
+	set_tolerances(&d);
+	resolve_updated_column(&d);
+	set_window_and_cutoff(&d);
+	set_remote_options(d.spec, &d.opts);
 
 	relation_close(srel, AccessShareLock);
 	relation_close(trel, AccessShareLock);
-	return spec;
+	return d.spec;
 }
 
 /*

@@ -2,7 +2,7 @@
  * diff_sql.c
  *		The SQL-callable diff functions, reconcile_diff and
  *		reconcile_diff_summary: prepare the diff from the arguments, run it
- *		(diff_remote.c decides between checksums and reading every row) and
+ *		(diff.c decides between checksums and reading every row) and
  *		return its findings or its counts.
  */
 #include "postgres.h"

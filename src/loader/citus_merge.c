@@ -48,8 +48,8 @@
  * no other session ever sees them (they are removed before the batch
  * commits, or rolled back with it).
  *
- * Casting functions pin the settings with their own minimal code here
- * (not payload.c's static pinning): see "Pinned settings" below.
+ * Casting functions pin the settings the caller's session passed in, as
+ * values, through common/pinned.c: see "Pinned settings" below.
  */
 #include "postgres.h"
 
@@ -85,6 +85,8 @@
 #include "utils/typcache.h"
 
 #include "common/citus.h"
+#include "common/jsonbuild.h"
+#include "common/pinned.h"
 #include "citus_merge.h"
 #include "loader.h"
 #include "payload.h"
@@ -109,91 +111,10 @@ PG_FUNCTION_INFO_V1(reconcile_citus_limb);
  * once per query from its constant settings argument (through the GUC
  * machinery, rolled back at once), then assigns the globals directly
  * around each call and restores them in PG_FINALLY, as payload.c does for
- * the hash: the GUC machinery's cost per row would show.
- * (Minimal and private to this file; to be unified with a shared helper.)
+ * the hash: the GUC machinery's cost per row would show.  The settings
+ * array and its reading are common/pinned.c's (pinned_settings_sql,
+ * pinned_settings_from_array).
  * ==================================================================== */
-
-#define NSETTINGS 5
-static const char *const pinned_names[NSETTINGS] = {
-	"DateStyle", "IntervalStyle", "TimeZone", "extra_float_digits", "bytea_output"
-};
-
-typedef struct Pinned
-{
-	int			date_style;
-	int			date_order;
-	int			interval_style;
-	int			float_digits;
-	int			bytea;
-	pg_tz	   *tz;
-} Pinned;
-
-static void
-pinned_save(Pinned *p)
-{
-	p->date_style = DateStyle;
-	p->date_order = DateOrder;
-	p->interval_style = IntervalStyle;
-	p->float_digits = extra_float_digits;
-	p->bytea = bytea_output;
-	p->tz = session_timezone;
-}
-
-static void
-pinned_set(const Pinned *p)
-{
-	DateStyle = p->date_style;
-	DateOrder = p->date_order;
-	IntervalStyle = p->interval_style;
-	extra_float_digits = p->float_digits;
-	bytea_output = p->bytea;
-	session_timezone = p->tz;
-}
-
-/* The globals a settings array (as settings_sql wrote it) stands for. */
-static void
-pinned_from_array(ArrayType *settings, Pinned *out)
-{
-	Datum	   *elems;
-	bool	   *nulls;
-	int			n;
-	int			nest;
-	Pinned		saved;
-
-	deconstruct_array(settings, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-	if (n != NSETTINGS)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("settings of a reconcile cast must have %d elements, not %d", NSETTINGS, n)));
-	pinned_save(&saved);
-	nest = NewGUCNestLevel();
-	for (int i = 0; i < NSETTINGS; i++)
-	{
-		if (nulls[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("setting %s of a reconcile cast is null", pinned_names[i])));
-		(void) set_config_option(pinned_names[i], TextDatumGetCString(elems[i]),
-								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	}
-	pinned_save(out);
-	AtEOXact_GUC(false, nest);
-	pinned_set(&saved);
-}
-
-/* The caller's settings as a constant text[] of SQL. */
-static char *
-settings_sql(void)
-{
-	Datum		elems[NSETTINGS];
-	ArrayType  *a;
-
-	for (int i = 0; i < NSETTINGS; i++)
-		elems[i] = CStringGetTextDatum(GetConfigOption(pinned_names[i], false, false));
-	a = construct_array(elems, NSETTINGS, TEXTOID, -1, false, TYPALIGN_INT);
-	return psprintf("%s::pg_catalog.text[]",
-					quote_literal_cstr(OidOutputFunctionCall(F_ARRAY_OUT, PointerGetDatum(a))));
-}
 
 /* ====================================================================
  * The functions the workers call, per staged row
@@ -202,7 +123,7 @@ settings_sql(void)
 typedef struct CastCache
 {
 	bool		ready;
-	Pinned		pinned;
+	PinnedSettings pinned;
 	Oid			intype;
 	FmgrInfo	out;			/* of the staged value's type */
 	Oid			typid;
@@ -227,7 +148,7 @@ cast_cache(FunctionCallInfo fcinfo, int settings_arg, bool with_input)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("settings of a reconcile cast are null")));
-		pinned_from_array(PG_GETARG_ARRAYTYPE_P(settings_arg), &c->pinned);
+		pinned_settings_from_array(PG_GETARG_ARRAYTYPE_P(settings_arg), &c->pinned);
 		c->intype = get_fn_expr_argtype(fcinfo->flinfo, 0);
 		if (!OidIsValid(c->intype))
 			elog(ERROR, "could not determine the type of a reconcile cast's value");
@@ -260,16 +181,15 @@ Datum
 reconcile_citus_input(PG_FUNCTION_ARGS)
 {
 	CastCache  *c;
-	Pinned		saved;
+	PinnedSettings saved;
 	MemoryContext cxt = CurrentMemoryContext;
 	volatile bool ok = true;
-	Datum		result = (Datum) 0;
+	volatile Datum result = (Datum) 0;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	c = cast_cache(fcinfo, 3, true);
-	pinned_save(&saved);
-	pinned_set(&c->pinned);
+	pinned_settings_enter_values(&saved, &c->pinned);
 	PG_TRY();
 	{
 		char	   *text = OutputFunctionCall(&c->out, PG_GETARG_DATUM(0));
@@ -281,7 +201,7 @@ reconcile_citus_input(PG_FUNCTION_ARGS)
 		ErrorData  *e;
 		int			category;
 
-		pinned_set(&saved);
+		pinned_settings_leave(&saved);
 		MemoryContextSwitchTo(cxt);
 		e = CopyErrorData();
 		category = ERRCODE_TO_CATEGORY(e->sqlerrcode);
@@ -293,7 +213,7 @@ reconcile_citus_input(PG_FUNCTION_ARGS)
 		ok = false;
 	}
 	PG_END_TRY();
-	pinned_set(&saved);
+	pinned_settings_leave(&saved);
 	if (!ok)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);
@@ -308,95 +228,23 @@ Datum
 reconcile_citus_text(PG_FUNCTION_ARGS)
 {
 	CastCache  *c;
-	Pinned		saved;
+	PinnedSettings saved;
 	char	   *volatile text = NULL;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	c = cast_cache(fcinfo, 1, false);
-	pinned_save(&saved);
-	pinned_set(&c->pinned);
+	pinned_settings_enter_values(&saved, &c->pinned);
 	PG_TRY();
 	{
 		text = OutputFunctionCall(&c->out, PG_GETARG_DATUM(0));
 	}
 	PG_FINALLY();
 	{
-		pinned_set(&saved);
+		pinned_settings_leave(&saved);
 	}
 	PG_END_TRY();
 	PG_RETURN_TEXT_P(cstring_to_text(text));
-}
-
-/* Types whose text form depends on search_path (as target.c has them). */
-static bool
-names_objects(Oid typid)
-{
-	switch (typid)
-	{
-		case REGCLASSOID:
-		case REGTYPEOID:
-		case REGPROCOID:
-		case REGPROCEDUREOID:
-		case REGOPEROID:
-		case REGOPERATOROID:
-		case REGCONFIGOID:
-		case REGDICTIONARYOID:
-		case REGNAMESPACEOID:
-		case REGROLEOID:
-		case REGCOLLATIONOID:
-			return true;
-		default:
-			return false;
-	}
-}
-
-/* JSON string of str, byte for byte what escape_json (and payload.c) write. */
-static void
-append_json_string(StringInfo buf, const char *str)
-{
-	const char *run = str;
-	const char *p;
-
-	appendStringInfoChar(buf, '"');
-	for (p = str; *p; p++)
-	{
-		unsigned char ch = (unsigned char) *p;
-
-		if (ch >= ' ' && ch != '"' && ch != '\\')
-			continue;
-		appendBinaryStringInfo(buf, run, p - run);
-		run = p + 1;
-		switch (ch)
-		{
-			case '\b':
-				appendStringInfoString(buf, "\\b");
-				break;
-			case '\f':
-				appendStringInfoString(buf, "\\f");
-				break;
-			case '\n':
-				appendStringInfoString(buf, "\\n");
-				break;
-			case '\r':
-				appendStringInfoString(buf, "\\r");
-				break;
-			case '\t':
-				appendStringInfoString(buf, "\\t");
-				break;
-			case '"':
-				appendStringInfoString(buf, "\\\"");
-				break;
-			case '\\':
-				appendStringInfoString(buf, "\\\\");
-				break;
-			default:
-				appendStringInfo(buf, "\\u%04x", (int) ch);
-				break;
-		}
-	}
-	appendBinaryStringInfo(buf, run, p - run);
-	appendStringInfoChar(buf, '"');
 }
 
 typedef struct HashCache
@@ -404,7 +252,6 @@ typedef struct HashCache
 	int			nargs;
 	FmgrInfo   *out;
 	bool		names_objects;
-	Pinned		canonical;
 	Sha256Ctx  *sha;
 } HashCache;
 
@@ -422,7 +269,7 @@ reconcile_citus_hash(PG_FUNCTION_ARGS)
 	HashCache  *volatile c = (HashCache *) fcinfo->flinfo->fn_extra;
 	int			nargs = PG_NARGS();
 	StringInfoData buf;
-	Pinned		saved;
+	PinnedSettings saved;
 	bytea	   *res;
 
 	if (get_fn_expr_variadic(fcinfo->flinfo))
@@ -444,29 +291,16 @@ reconcile_citus_hash(PG_FUNCTION_ARGS)
 
 			getTypeOutputInfo(typid, &f, &varlena);
 			fmgr_info_cxt(f, &c->out[i], fcinfo->flinfo->fn_mcxt);
-			if (names_objects(typid))
+			if (type_names_objects(typid))
 				c->names_objects = true;
 		}
-		c->canonical.date_style = USE_ISO_DATES;
-		c->canonical.date_order = DATEORDER_YMD;
-		c->canonical.interval_style = INTSTYLE_POSTGRES;
-		c->canonical.float_digits = 1;
-		c->canonical.bytea = BYTEA_OUTPUT_HEX;
-		c->canonical.tz = pg_tzset("UTC");
 		c->sha = reconcile_sha256_begin();
 		fcinfo->flinfo->fn_extra = c;
 		MemoryContextSwitchTo(old);
 	}
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '[');
-	pinned_save(&saved);
-	pinned_set(&c->canonical);
-	if (c->names_objects)
-	{
-		OverrideSearchPath path = {NIL, true, false, 0};
-
-		PushOverrideSearchPath(&path);
-	}
+	pinned_settings_enter(&saved, c->names_objects);
 	PG_TRY();
 	{
 		for (int i = 1; i < nargs; i++)
@@ -474,15 +308,13 @@ reconcile_citus_hash(PG_FUNCTION_ARGS)
 			if (PG_ARGISNULL(i))
 				appendStringInfoString(&buf, "null");
 			else
-				append_json_string(&buf, OutputFunctionCall(&c->out[i], PG_GETARG_DATUM(i)));
+				json_append_string(&buf, OutputFunctionCall(&c->out[i], PG_GETARG_DATUM(i)));
 			appendStringInfoChar(&buf, ',');
 		}
 	}
 	PG_FINALLY();
 	{
-		pinned_set(&saved);
-		if (c->names_objects)
-			PopOverrideSearchPath();
+		pinned_settings_leave(&saved);
 	}
 	PG_END_TRY();
 	appendStringInfoString(&buf, (!PG_ARGISNULL(0) && PG_GETARG_BOOL(0)) ? "true]" : "false]");
@@ -1662,7 +1494,7 @@ citus_merge_stage(BatchState *b, StagedShape *shape)
 				 errmsg("could not generate a random nonce for batch %s", b->batch_id)));
 	run->work = work_qualname(b->target->relid);
 	run->nonce = psprintf(INT64_FORMAT "::pg_catalog.int8", (int64) (nonce & PG_INT64_MAX));
-	run->settings = settings_sql();
+	run->settings = pinned_settings_sql();
 	run->dk = dist_key_index(b->target);
 	run->shape = shape;
 	b->citus_run = run;

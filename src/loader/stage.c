@@ -286,85 +286,108 @@ rules_row(BatchState *b, Datum *out, bool *outnull, bool is_delete, int64 versio
 	return ExecStoreVirtualTuple(row);
 }
 
-/* Process one staged row: reject it, or cast, hash and sort it. */
-static void
-stage_row(StageReader *r, TupleTableSlot *in)
+/* One staged row on its way through stage_row. */
+typedef struct StagedRow
+{
+	char	   *object_key;
+	int			obj;			/* its manifest entry */
+	int64		source_row;
+	bool		source_row_null;
+	bool		is_delete;
+	int64		version;
+	int			problems;		/* rejects recorded so far */
+	uint8		digest[RECONCILE_SHA256_LEN];
+	bool		have_digest;	/* digest was staged, not yet computed */
+} StagedRow;
+
+/* Record a reject of the row's column and count it as a problem of the row. */
+#define REJECT(r, row, column, raw, ...) \
+	do { \
+		add_reject((r), (row)->object_key, (row)->source_row_null, (row)->source_row, \
+				   (column), (raw), psprintf(__VA_ARGS__)); \
+		(row)->problems++; \
+	} while (0)
+
+/*
+ * The manifest entry the row belongs to, by its (object_key, version_id):
+ * false when it belongs to none (not in the manifest, or matched under a
+ * non-bytewise collation), and the row is left out.
+ */
+static bool
+find_row_object(StageReader *r, TupleTableSlot *in, StagedRow *row)
 {
 	BatchState *b = r->batch;
-	TargetInfo *t = b->target;
-	TupleTableSlot *slot = r->slot;
-	Datum	   *out = slot->tts_values;
-	bool	   *outnull = slot->tts_isnull;
 	bool		isnull;
-	char	   *object_key;
-	int			obj;
-	int64		source_row = 0;
-	bool		source_row_null;
-	bool		is_delete = false;
-	int			problems = 0;
 	Datum		d;
-	int64		version = 0;
-	Datum	   *payload;
-	bool	   *payload_null;
-	uint8		digest[RECONCILE_SHA256_LEN];
-	bool		have_digest = false;
 
-	slot_getallattrs(in);
-	object_key = TextDatumGetCString(GETARG(1, &isnull));
+	row->object_key = TextDatumGetCString(GETARG(1, &isnull));
 	if (r->has_version_id)
 	{
 		/* A row belongs to the manifest entry of its (object_key, version_id). */
 		d = GETARG(in->tts_tupleDescriptor->natts, &isnull);
 		if (isnull)
-			return;				/* no object version of the manifest */
-		obj = manifest_find(b->manifest, object_key, TextDatumGetCString(d));
+			return false;		/* no object version of the manifest */
+		row->obj = manifest_find(b->manifest, row->object_key, TextDatumGetCString(d));
 	}
 	else
-		obj = manifest_find(b->manifest, object_key, NULL);
-	if (obj < 0)
-		return;					/* not in the manifest, or matched under a non-bytewise collation */
-	r->version_id = b->manifest->entries[obj].version_id;
-	b->staged_rows[obj]++;
+		row->obj = manifest_find(b->manifest, row->object_key, NULL);
+	if (row->obj < 0)
+		return false;			/* not in the manifest, or matched under a non-bytewise collation */
+	r->version_id = b->manifest->entries[row->obj].version_id;
+	b->staged_rows[row->obj]++;
+	return true;
+}
 
-	d = GETARG(r->source_row_pos, &source_row_null);
-	if (source_row_null)
+/* The row's source_row and operation, or their rejects. */
+static void
+read_source_row_and_operation(StageReader *r, TupleTableSlot *in, StagedRow *row)
+{
+	bool		isnull;
+	Datum		d;
+
+	d = GETARG(r->source_row_pos, &row->source_row_null);
+	if (row->source_row_null)
 	{
-		add_reject(r, object_key, true, 0, "source_row", NULL, "source_row is null");
-		problems++;
+		add_reject(r, row->object_key, true, 0, "source_row", NULL, "source_row is null");
+		row->problems++;
 	}
 	else
 	{
 		Oid			type = TupleDescAttr(in->tts_tupleDescriptor, r->source_row_pos - 1)->atttypid;
 
-		source_row = type == INT8OID ? DatumGetInt64(d) :
+		row->source_row = type == INT8OID ? DatumGetInt64(d) :
 			type == INT4OID ? DatumGetInt32(d) : DatumGetInt16(d);
 	}
 
-#define REJECT(column, raw, ...) \
-	do { \
-		add_reject(r, object_key, source_row_null, source_row, (column), (raw), \
-				   psprintf(__VA_ARGS__)); \
-		problems++; \
-	} while (0)
-
 	d = GETARG(3, &isnull);
 	if (isnull)
-		REJECT("operation", NULL, "operation is null");
+		REJECT(r, row, "operation", NULL, "operation is null");
 	else
 	{
 		char	   *op = TextDatumGetCString(d);
 
 		if (strcmp(op, "UPSERT") == 0)
-			is_delete = false;
+			row->is_delete = false;
 		else if (strcmp(op, "DELETE") == 0)
-			is_delete = true;
+			row->is_delete = true;
 		else
-			REJECT("operation", op, "unknown operation, expected UPSERT or DELETE");
+			REJECT(r, row, "operation", op, "unknown operation, expected UPSERT or DELETE");
 	}
+}
 
-	/* Keys, version and payload land in the sort tuple's columns. */
-	payload = &out[SORT_ATT_FIRST_KEY - 1 + t->nkeys];
-	payload_null = &outnull[SORT_ATT_FIRST_KEY - 1 + t->nkeys];
+/*
+ * Keys, version and payload cast into the target's types; keys and
+ * payload land in the sort tuple's columns (out), the version in the row.
+ */
+static void
+cast_columns(StageReader *r, TupleTableSlot *in, StagedRow *row, Datum *out, bool *outnull)
+{
+	TargetInfo *t = r->batch->target;
+	Datum	   *payload = &out[SORT_ATT_FIRST_KEY - 1 + t->nkeys];
+	bool	   *payload_null = &outnull[SORT_ATT_FIRST_KEY - 1 + t->nkeys];
+	bool		isnull;
+	Datum		d;
+
 	for (int i = 0; i < r->ncols; i++)
 	{
 		StagedColumn *sc = &r->cols[i];
@@ -397,9 +420,9 @@ stage_row(StageReader *r, TupleTableSlot *in)
 		if (*destnull)
 		{
 			if (is_key)
-				REJECT(col->name, NULL, "key column is null");
+				REJECT(r, row, col->name, NULL, "key column is null");
 			else if (is_version)
-				REJECT(col->name, NULL, "version is null");
+				REJECT(r, row, col->name, NULL, "version is null");
 			continue;
 		}
 		if (!sc->convert)
@@ -416,83 +439,123 @@ stage_row(StageReader *r, TupleTableSlot *in)
 				 */
 				raw = pinned_output(&sc->staged_out, d, sc->staged_names_objects);
 				if (is_version)
-					REJECT(col->name, raw, "version is not a valid %s: %s",
+					REJECT(r, row, col->name, raw, "version is not a valid %s: %s",
 						   format_type_be(col->typid), error);
 				else
-					REJECT(col->name, raw, "%s", error);
+					REJECT(r, row, col->name, raw, "%s", error);
 				continue;
 			}
 		}
 		if (is_version)
 		{
-			version = col->typid == INT8OID ? DatumGetInt64(value) :
+			row->version = col->typid == INT8OID ? DatumGetInt64(value) :
 				col->typid == INT4OID ? DatumGetInt32(value) : DatumGetInt16(value);
-			if (version < 0)
-				REJECT(col->name, raw ? raw : psprintf(INT64_FORMAT, version),
+			if (row->version < 0)
+				REJECT(r, row, col->name, raw ? raw : psprintf(INT64_FORMAT, row->version),
 					   "version is negative");
 		}
 	}
+}
 
-	if (r->hash_pos > 0)
+/* A payload_hash staged with the row, or its reject. */
+static void
+read_staged_hash(StageReader *r, TupleTableSlot *in, StagedRow *row)
+{
+	bool		isnull;
+	Datum		d;
+
+	if (r->hash_pos <= 0)
+		return;
+	d = GETARG(r->hash_pos, &isnull);
+	if (!isnull)
 	{
-		d = GETARG(r->hash_pos, &isnull);
-		if (!isnull)
-		{
-			char	   *raw = NULL;
+		char	   *raw = NULL;
 
-			if (parse_staged_hash(r, d, digest, &raw))
-				have_digest = true;
-			else
-				REJECT("payload_hash", raw,
-					   "payload_hash is not a SHA-256 digest (32 bytes, or 64 hex digits)");
-		}
+		if (parse_staged_hash(r, d, row->digest, &raw))
+			row->have_digest = true;
+		else
+			REJECT(r, row, "payload_hash", raw,
+				   "payload_hash is not a SHA-256 digest (32 bytes, or 64 hex digits)");
 	}
+}
 #undef REJECT
 
-	if (problems > 0)
+/* Count the row as rejected in its object's and the batch's counts. */
+static void
+count_rejected(BatchState *b, StagedRow *row)
+{
+	b->counts[row->obj][DISP_REJECTED]++;
+	b->totals[DISP_REJECTED]++;
+}
+
+/*
+ * Data-quality rules (rules_attach.c) see the row as the batch would
+ * write it, in the target's types: a drop rule it violates, or a rule
+ * that raises an error on it, rejects it.  False when it is rejected.
+ */
+static bool
+row_passes_rules(StageReader *r, StagedRow *row, Datum *out, bool *outnull)
+{
+	BatchState *b = r->batch;
+	const char **reasons;
+	int			nreasons;
+
+	if (!batch_rules_has_row_rules(b->rules))
+		return true;
+	nreasons = batch_rules_row(b->rules, rules_row(b, out, outnull, row->is_delete, row->version),
+							   &reasons);
+	for (int i = 0; i < nreasons; i++)
+		add_reject(r, row->object_key, row->source_row_null, row->source_row, NULL, NULL, reasons[i]);
+	return nreasons == 0;
+}
+
+/* Process one staged row: reject it, or cast, hash and sort it. */
+static void
+stage_row(StageReader *r, TupleTableSlot *in)
+{
+	BatchState *b = r->batch;
+	TargetInfo *t = b->target;
+	TupleTableSlot *slot = r->slot;
+	Datum	   *out = slot->tts_values;
+	bool	   *outnull = slot->tts_isnull;
+	StagedRow	row;
+
+	slot_getallattrs(in);
+	memset(&row, 0, sizeof(row));
+	if (!find_row_object(r, in, &row))
+		return;
+	read_source_row_and_operation(r, in, &row);
+	cast_columns(r, in, &row, out, outnull);
+	read_staged_hash(r, in, &row);
+	if (row.problems > 0)
 	{
-		b->counts[obj][DISP_REJECTED]++;
-		b->totals[DISP_REJECTED]++;
+		count_rejected(b, &row);
 		return;
 	}
 
-	if (!have_digest)
-		payload_hash_compute(t, payload, payload_null, is_delete, r->sha, digest);
+	if (!row.have_digest)
+		payload_hash_compute(t, &out[SORT_ATT_FIRST_KEY - 1 + t->nkeys],
+							 &outnull[SORT_ATT_FIRST_KEY - 1 + t->nkeys],
+							 row.is_delete, r->sha, row.digest);
 
 	{
 		bytea	   *h = palloc(VARHDRSZ + RECONCILE_SHA256_LEN);
 
 		SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
-		memcpy(VARDATA(h), digest, RECONCILE_SHA256_LEN);
+		memcpy(VARDATA(h), row.digest, RECONCILE_SHA256_LEN);
 		out[SORT_ATT_HASH - 1] = PointerGetDatum(h);
 	}
 
-	/*
-	 * Data-quality rules (rules_attach.c) see the row as the batch would
-	 * write it, in the target's types: a drop rule it violates, or a rule
-	 * that raises an error on it, rejects it.
-	 */
-	if (batch_rules_has_row_rules(b->rules))
+	if (!row_passes_rules(r, &row, out, outnull))
 	{
-		const char **reasons;
-		int			nreasons;
-
-		nreasons = batch_rules_row(b->rules, rules_row(b, out, outnull, is_delete, version),
-								   &reasons);
-		for (int i = 0; i < nreasons; i++)
-			add_reject(r, object_key, source_row_null, source_row, NULL, NULL, reasons[i]);
-		if (nreasons > 0)
-		{
-			b->counts[obj][DISP_REJECTED]++;
-			b->totals[DISP_REJECTED]++;
-			return;
-		}
+		count_rejected(b, &row);
+		return;
 	}
 
-	out[SORT_ATT_OBJECT - 1] = Int32GetDatum(obj);
-	out[SORT_ATT_SOURCE_ROW - 1] = Int64GetDatum(source_row);
-	out[SORT_ATT_DELETE - 1] = BoolGetDatum(is_delete);
-	out[SORT_ATT_VERSION - 1] = Int64GetDatum(version);
+	out[SORT_ATT_OBJECT - 1] = Int32GetDatum(row.obj);
+	out[SORT_ATT_SOURCE_ROW - 1] = Int64GetDatum(row.source_row);
+	out[SORT_ATT_DELETE - 1] = BoolGetDatum(row.is_delete);
+	out[SORT_ATT_VERSION - 1] = Int64GetDatum(row.version);
 	for (int i = 0; i < SORT_ATT_FIRST_KEY - 1; i++)
 		outnull[i] = false;
 	ExecStoreVirtualTuple(slot);
@@ -958,58 +1021,29 @@ stage_parallel_workers(BatchState *b, Relation srel, StageReader *r, BlockNumber
 	return Min(workers, max_parallel_maintenance_workers);
 }
 
-/*
- * Read the batch in parallel with nworkers workers.  Returns false, having
- * read nothing, if no worker could be started.
- */
-static bool
-stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
-					int nworkers, BlockNumber nblocks)
+/* Bytes of the manifest's (object_key, version_id) pairs, each NUL-terminated. */
+static Size
+objects_size(Manifest *m)
 {
-	TargetInfo *t = b->target;
-	Manifest   *m = b->manifest;
-	int			nparticipants = nworkers + 1;
-	ParallelContext *pcxt;
-	StageParams *params;
-	char	   *objects;
-	int64	   *counts;
-	Size		objects_size = 0;
-	Size		counts_size = sizeof(int64) * 2 * m->nentries * nworkers;
+	Size		size = 0;
+
+	for (int i = 0; i < m->nentries; i++)
+		size += strlen(m->entries[i].object_key) + strlen(m->entries[i].version_id) + 2;
+	return size;
+}
+
+/*
+ * The segment every participant shares: the rows-read counter, the chunks
+ * of the staged relation's blocks, the shared sort and the spool of
+ * rejects.
+ */
+static dsm_segment *
+create_shared_segment(int nparticipants, BlockNumber nblocks, StageShared **sharedp,
+					  SharedTuplestoreAccessor **spoolp)
+{
 	Size		segsize;
 	dsm_segment *seg;
 	StageShared *shared;
-	SortCoordinateData coordinate;
-	int			launched;
-	SharedTuplestoreAccessor *spool;
-	StringInfoData target;
-	char	   *target_shared;
-
-	for (int i = 0; i < m->nentries; i++)
-		objects_size += strlen(m->entries[i].object_key) + strlen(m->entries[i].version_id) + 2;
-
-	/*
-	 * The workers use the target as the leader resolved it under its lock,
-	 * never a fresh read of the registration or of the table's columns: all
-	 * participants must build the same sort tuples.
-	 */
-	initStringInfo(&target);
-	target_serialize(t, &target);
-
-	/*
-	 * Every participant reads with one snapshot, taken now as a serial read
-	 * would take it (after a command counter increment), since none may be
-	 * taken in parallel mode.
-	 */
-	CommandCounterIncrement();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	EnterParallelMode();
-	pcxt = CreateParallelContext("reconcile", "reconcile_stage_worker", nworkers);
-	shm_toc_estimate_chunk(&pcxt->estimator, sizeof(StageParams));
-	shm_toc_estimate_chunk(&pcxt->estimator, objects_size);
-	shm_toc_estimate_chunk(&pcxt->estimator, counts_size);
-	shm_toc_estimate_chunk(&pcxt->estimator, target.len);
-	shm_toc_estimate_keys(&pcxt->estimator, 4);
-	InitializeParallelDSM(pcxt);
 
 	segsize = MAXALIGN(sizeof(StageShared)) + MAXALIGN(tuplesort_estimate_shared(nparticipants)) +
 		sts_estimate(nparticipants);
@@ -1023,9 +1057,27 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	shared->spool_offset = shared->sort_offset + MAXALIGN(tuplesort_estimate_shared(nparticipants));
 	tuplesort_initialize_shared(SHARED_SORT(shared), nparticipants, seg);
 	SharedFileSetInit(&shared->fileset, seg);
-	spool = sts_initialize(SHARED_SPOOL(shared), nparticipants, 0, 0,
-						   SHARED_TUPLESTORE_SINGLE_PASS, &shared->fileset,
-						   "reconcile rejects");
+	*spoolp = sts_initialize(SHARED_SPOOL(shared), nparticipants, 0, 0,
+							 SHARED_TUPLESTORE_SINGLE_PASS, &shared->fileset,
+							 "reconcile rejects");
+	*sharedp = shared;
+	return seg;
+}
+
+/*
+ * What the workers read from the parallel context's table of contents: the
+ * parameters, the manifest's objects, their counts (zeroed) and the
+ * target as the leader resolved it.
+ */
+static StageParams *
+fill_worker_toc(ParallelContext *pcxt, BatchState *b, dsm_segment *seg, int nparticipants,
+				Size objects_size, Size counts_size, StringInfo target, int64 **countsp)
+{
+	Manifest   *m = b->manifest;
+	StageParams *params;
+	char	   *objects;
+	int64	   *counts;
+	char	   *target_shared;
 
 	params = shm_toc_allocate(pcxt->toc, sizeof(StageParams));
 	params->staged = b->staged;
@@ -1045,9 +1097,133 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	counts = shm_toc_allocate(pcxt->toc, counts_size);
 	memset(counts, 0, counts_size);
 	shm_toc_insert(pcxt->toc, STAGE_KEY_COUNTS, counts);
-	target_shared = shm_toc_allocate(pcxt->toc, target.len);
-	memcpy(target_shared, target.data, target.len);
+	target_shared = shm_toc_allocate(pcxt->toc, target->len);
+	memcpy(target_shared, target->data, target->len);
 	shm_toc_insert(pcxt->toc, STAGE_KEY_TARGET, target_shared);
+	*countsp = counts;
+	return params;
+}
+
+/* The leader reads chunks too, as one more participant. */
+static void
+leader_read_chunks(BatchState *b, StageReader *r, StageShared *shared,
+				   SharedTuplestoreAccessor *spool, const char *sql, int sortmem)
+{
+	SortCoordinateData coordinate;
+
+	coordinate.isWorker = true;
+	coordinate.nParticipants = -1;
+	coordinate.sharedsort = SHARED_SORT(shared);
+	r->sort = sort_begin(b->target, b->sortdesc, sortmem, &coordinate);
+	r->spool = spool;
+	r->spooldesc = spool_desc_create();
+	r->spoolcxt = CurrentMemoryContext;
+	r->shared_nread = &shared->nread;
+	stage_scan_chunks(r, shared, sql);
+	tuplesort_performsort(r->sort);
+	tuplesort_end(r->sort);
+	sts_end_write(spool);
+}
+
+/* Add each worker's staged and rejected rows to the batch's counts. */
+static void
+add_worker_counts(BatchState *b, int64 *counts, int launched)
+{
+	Manifest   *m = b->manifest;
+
+	for (int w = 0; w < launched; w++)
+	{
+		int64	   *c = counts + (Size) w * 2 * m->nentries;
+
+		for (int i = 0; i < m->nentries; i++)
+		{
+			b->staged_rows[i] += c[i];
+			b->counts[i][DISP_REJECTED] += c[m->nentries + i];
+			b->totals[DISP_REJECTED] += c[m->nentries + i];
+		}
+	}
+}
+
+/* Write the rejects every participant spooled, once they have all finished. */
+static void
+write_spooled_rejects(BatchState *b, StageReader *r, SharedTuplestoreAccessor *spool)
+{
+	TargetInfo *t = b->target;
+	StateRows  *rejects = stage_rejects_buffer();
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(r->spooldesc, &TTSOpsMinimalTuple);
+	Datum		batch_id = CStringGetTextDatum(b->batch_id);
+	MinimalTuple tup;
+
+	sts_begin_parallel_scan(spool);
+	while ((tup = sts_parallel_scan_next(spool, NULL)) != NULL)
+	{
+		/* The buffer copies the values: nothing is allocated per row here. */
+		ExecStoreMinimalTuple(tup, slot, false);
+		slot_getallattrs(slot);
+		state_row_set(rejects, "batch_id", batch_id);
+		state_row_set(rejects, "target", ObjectIdGetDatum(t->relid));
+		/* The spool's columns are named for those of reconcile.rejects. */
+		for (int i = 0; i < r->spooldesc->natts; i++)
+			if (!slot->tts_isnull[i])
+				state_row_set(rejects, NameStr(TupleDescAttr(r->spooldesc, i)->attname),
+							  slot->tts_values[i]);
+		state_row_add(rejects);
+	}
+	sts_end_parallel_scan(spool);
+	state_rows_flush(rejects);
+	ExecDropSingleTupleTableSlot(slot);
+}
+
+/*
+ * Read the batch in parallel with nworkers workers.  Returns false, having
+ * read nothing, if no worker could be started.
+ */
+static bool
+stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
+					int nworkers, BlockNumber nblocks)
+{
+	TargetInfo *t = b->target;
+	Manifest   *m = b->manifest;
+	int			nparticipants = nworkers + 1;
+	ParallelContext *pcxt;
+	StageParams *params;
+	int64	   *counts;
+	Size		objsize = objects_size(m);
+	Size		counts_size = sizeof(int64) * 2 * m->nentries * nworkers;
+	dsm_segment *seg;
+	StageShared *shared;
+	SortCoordinateData coordinate;
+	int			launched;
+	SharedTuplestoreAccessor *spool;
+	StringInfoData target;
+
+	/*
+	 * The workers use the target as the leader resolved it under its lock,
+	 * never a fresh read of the registration or of the table's columns: all
+	 * participants must build the same sort tuples.
+	 */
+	initStringInfo(&target);
+	target_serialize(t, &target);
+
+	/*
+	 * Every participant reads with one snapshot, taken now as a serial read
+	 * would take it (after a command counter increment), since none may be
+	 * taken in parallel mode.
+	 */
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	EnterParallelMode();
+	pcxt = CreateParallelContext("reconcile", "reconcile_stage_worker", nworkers);
+	shm_toc_estimate_chunk(&pcxt->estimator, sizeof(StageParams));
+	shm_toc_estimate_chunk(&pcxt->estimator, objsize);
+	shm_toc_estimate_chunk(&pcxt->estimator, counts_size);
+	shm_toc_estimate_chunk(&pcxt->estimator, target.len);
+	shm_toc_estimate_keys(&pcxt->estimator, 4);
+	InitializeParallelDSM(pcxt);
+
+	seg = create_shared_segment(nparticipants, nblocks, &shared, &spool);
+	params = fill_worker_toc(pcxt, b, seg, nparticipants, objsize, counts_size, &target,
+							 &counts);
 
 	LaunchParallelWorkers(pcxt);
 	launched = pcxt->nworkers_launched;
@@ -1065,32 +1241,10 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	progress_workers(launched);
 	pause_point("reading");		/* tests: a batch held while its workers read */
 
-	/* The leader reads chunks too, as one more participant. */
-	coordinate.isWorker = true;
-	coordinate.nParticipants = -1;
-	coordinate.sharedsort = SHARED_SORT(shared);
-	r->sort = sort_begin(t, b->sortdesc, params->sortmem, &coordinate);
-	r->spool = spool;
-	r->spooldesc = spool_desc_create();
-	r->spoolcxt = CurrentMemoryContext;
-	r->shared_nread = &shared->nread;
-	stage_scan_chunks(r, shared, sql);
-	tuplesort_performsort(r->sort);
-	tuplesort_end(r->sort);
-	sts_end_write(spool);
+	leader_read_chunks(b, r, shared, spool, sql, params->sortmem);
 
 	WaitForParallelWorkersToFinish(pcxt);
-	for (int w = 0; w < launched; w++)
-	{
-		int64	   *c = counts + (Size) w * 2 * m->nentries;
-
-		for (int i = 0; i < m->nentries; i++)
-		{
-			b->staged_rows[i] += c[i];
-			b->counts[i][DISP_REJECTED] += c[m->nentries + i];
-			b->totals[DISP_REJECTED] += c[m->nentries + i];
-		}
-	}
+	add_worker_counts(b, counts, launched);
 	DestroyParallelContext(pcxt);
 	ExitParallelMode();
 	PopActiveSnapshot();
@@ -1103,31 +1257,7 @@ stage_read_parallel(BatchState *b, StageReader *r, const char *sql,
 	b->stage_seg = seg;
 
 	/* Now the rejects can be written. */
-	{
-		StateRows  *rejects = stage_rejects_buffer();
-		TupleTableSlot *slot = MakeSingleTupleTableSlot(r->spooldesc, &TTSOpsMinimalTuple);
-		Datum		batch_id = CStringGetTextDatum(b->batch_id);
-		MinimalTuple tup;
-
-		sts_begin_parallel_scan(spool);
-		while ((tup = sts_parallel_scan_next(spool, NULL)) != NULL)
-		{
-			/* The buffer copies the values: nothing is allocated per row here. */
-			ExecStoreMinimalTuple(tup, slot, false);
-			slot_getallattrs(slot);
-			state_row_set(rejects, "batch_id", batch_id);
-			state_row_set(rejects, "target", ObjectIdGetDatum(t->relid));
-			/* The spool's columns are named for those of reconcile.rejects. */
-			for (int i = 0; i < r->spooldesc->natts; i++)
-				if (!slot->tts_isnull[i])
-					state_row_set(rejects, NameStr(TupleDescAttr(r->spooldesc, i)->attname),
-								  slot->tts_values[i]);
-			state_row_add(rejects);
-		}
-		sts_end_parallel_scan(spool);
-		state_rows_flush(rejects);
-		ExecDropSingleTupleTableSlot(slot);
-	}
+	write_spooled_rejects(b, r, spool);
 	return true;
 }
 

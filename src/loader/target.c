@@ -298,26 +298,12 @@ load_key_semantics(TargetInfo *t)
 }
 
 /*
- * Resolve a registration against the table as it is now.  With
- * registering set, the columns come from the arguments and errors say so;
- * otherwise from reconcile.targets.
+ * What a target may be: a table or a partitioned table, in no inheritance
+ * tree other than partitioning, with no foreign partition.
  */
-TargetInfo *
-target_resolve(Oid relid, char **keys, int nkeys, const char *version,
-			   const char *deleted, const char *hash, char **payload,
-			   int npayload, const char *policy)
+static void
+check_target_kind(Relation rel, Oid relid, char kind)
 {
-	TargetInfo *t = palloc0(sizeof(TargetInfo));
-	Relation	rel;
-	TupleDesc	desc;
-	char		kind;
-
-	/* The caller locked the target (target_lock) before reading anything. */
-	Assert(CheckRelationOidLockedByMe(relid, ShareRowExclusiveLock, true));
-	rel = relation_open(relid, NoLock);
-	desc = RelationGetDescr(rel);
-	kind = rel->rd_rel->relkind;
-
 	/* The detail names what a target may be, not errdetail_relkind_not_supported's kind refused. */
 	if (kind != RELKIND_RELATION && kind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR,
@@ -364,16 +350,13 @@ target_resolve(Oid relid, char **keys, int nkeys, const char *version,
 						 errdetail("reconcile keeps one row per key through a unique index on the key columns, and PostgreSQL allows none on a partitioned table with foreign partitions."),
 						 errhint("Register the local partitions one by one, or load the foreign table on its own server.")));
 	}
+}
 
-	t->relid = relid;
-	t->relname = pstrdup(RelationGetRelationName(rel));
-	t->qualname = relation_quoted_name(rel);
-	t->partitioned = (kind == RELKIND_PARTITIONED_TABLE);
-	t->citus_kind = citus_table_kind(relid, NULL, NULL);
-	citus_check_target(relid, t->relname, t->partitioned, t->citus_kind);
-	t->abort_on_conflict = (strcmp(policy, "abort") == 0);
-	load_options_init(&t->options);
-
+/* The registration's conflict policy and its number of columns. */
+static void
+check_registration(TargetInfo *t, TupleDesc desc, int nkeys, int npayload,
+				   const char *policy)
+{
 	if (strcmp(policy, "abort") != 0 && strcmp(policy, "quarantine") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -389,6 +372,149 @@ target_resolve(Oid relid, char **keys, int nkeys, const char *version,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("the registration of table \"%s\" names too many columns", t->relname),
 				 errhint("Register the table again.")));
+}
+
+/*
+ * No column may play two parts: the key, version, deleted and hash
+ * columns, whose attribute numbers go into used (returns how many).
+ */
+static int
+check_distinct_columns(TargetInfo *t, TupleDesc desc, AttrNumber *used)
+{
+	int			nused = 0;
+
+	for (int i = 0; i < t->nkeys; i++)
+		used[nused++] = t->keys[i].attnum;
+	used[nused++] = t->version.attnum;
+	used[nused++] = t->deleted.attnum;
+	used[nused++] = t->hash.attnum;
+	for (int i = 0; i < nused; i++)
+		for (int j = i + 1; j < nused; j++)
+			if (used[i] == used[j])
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+						 errmsg("column \"%s\" of table \"%s\" is named more than once",
+								NameStr(TupleDescAttr(desc, used[i] - 1)->attname),
+								t->relname),
+						 errdetail("The key, version, deleted and hash columns must be distinct.")));
+	return nused;
+}
+
+/* The version, deleted and hash columns' types; the version NOT NULL. */
+static void
+check_special_types(TargetInfo *t, Relation rel, TupleDesc desc, const char *version)
+{
+	require_type(rel, &t->version, "version", is_integer_type(t->version.typid),
+				 "smallint, integer or bigint");
+	require_type(rel, &t->deleted, "deleted", t->deleted.typid == BOOLOID, "boolean");
+	require_type(rel, &t->hash, "hash", t->hash.typid == BYTEAOID, "bytea");
+	if (!TupleDescAttr(desc, t->version.attnum - 1)->attnotnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("version column \"%s\" of table \"%s\" must be NOT NULL",
+						version, t->relname),
+				 errhint("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL;",
+						 t->qualname, quote_identifier(version))));
+}
+
+/* Payload: the given columns, or every other plain column. */
+static void
+resolve_payload(TargetInfo *t, Relation rel, TupleDesc desc, AttrNumber *used, int nused,
+				char **payload, int npayload)
+{
+	t->payload = palloc0(sizeof(TargetColumn) * (desc->natts + 1));
+	for (int a = 1; a <= desc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a - 1);
+		bool		special = false;
+		bool		wanted;
+
+		if (att->attisdropped)
+			continue;
+		for (int i = 0; i < nused; i++)
+			if (used[i] == a)
+				special = true;
+		if (payload == NULL)
+			wanted = !special && !att->attgenerated &&
+				att->attidentity != ATTRIBUTE_IDENTITY_ALWAYS;
+		else
+		{
+			wanted = false;
+			for (int i = 0; i < npayload; i++)
+				if (strcmp(payload[i], NameStr(att->attname)) == 0)
+					wanted = true;
+			if (wanted && special)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+						 errmsg("payload column \"%s\" of table \"%s\" is also a key, version, deleted or hash column",
+								NameStr(att->attname), t->relname)));
+		}
+		if (wanted)
+			resolve_column(rel, NameStr(att->attname), "payload",
+						   &t->payload[t->npayload++]);
+	}
+	for (int i = 0; payload != NULL && i < npayload; i++)
+	{
+		bool		seen = false;
+
+		for (int j = 0; j < i; j++)
+			if (strcmp(payload[i], payload[j]) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+						 errmsg("payload column \"%s\" of table \"%s\" is listed more than once",
+								payload[i], t->relname)));
+
+		for (int j = 0; j < t->npayload; j++)
+			if (strcmp(payload[i], t->payload[j].name) == 0)
+				seen = true;
+		if (!seen)
+		{
+			TargetColumn unused;
+
+			/* Raises the error that says what is wrong with it. */
+			resolve_column(rel, payload[i], "payload", &unused);
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+					 errmsg("payload column \"%s\" of table \"%s\" is listed more than once or cannot be a payload column",
+							payload[i], t->relname)));
+		}
+	}
+}
+
+/*
+ * Resolve a registration against the table as it is now.  With
+ * registering set, the columns come from the arguments and errors say so;
+ * otherwise from reconcile.targets.
+ */
+TargetInfo *
+target_resolve(Oid relid, char **keys, int nkeys, const char *version,
+			   const char *deleted, const char *hash, char **payload,
+			   int npayload, const char *policy)
+{
+	TargetInfo *t = palloc0(sizeof(TargetInfo));
+	Relation	rel;
+	TupleDesc	desc;
+	char		kind;
+	AttrNumber	used[INDEX_MAX_KEYS + 3];
+	int			nused;
+
+	/* The caller locked the target (target_lock) before reading anything. */
+	Assert(CheckRelationOidLockedByMe(relid, ShareRowExclusiveLock, true));
+	rel = relation_open(relid, NoLock);
+	desc = RelationGetDescr(rel);
+	kind = rel->rd_rel->relkind;
+	check_target_kind(rel, relid, kind);
+
+	t->relid = relid;
+	t->relname = pstrdup(RelationGetRelationName(rel));
+	t->qualname = relation_quoted_name(rel);
+	t->partitioned = (kind == RELKIND_PARTITIONED_TABLE);
+	t->citus_kind = citus_table_kind(relid, NULL, NULL);
+	citus_check_target(relid, t->relname, t->partitioned, t->citus_kind);
+	t->abort_on_conflict = (strcmp(policy, "abort") == 0);
+	load_options_init(&t->options);
+
+	check_registration(t, desc, nkeys, npayload, policy);
 
 	t->nkeys = nkeys;
 	t->keys = palloc0(sizeof(TargetColumn) * nkeys);
@@ -398,97 +524,9 @@ target_resolve(Oid relid, char **keys, int nkeys, const char *version,
 	resolve_column(rel, deleted, "deleted", &t->deleted);
 	resolve_column(rel, hash, "hash", &t->hash);
 
-	/* No column may play two parts. */
-	{
-		AttrNumber	used[INDEX_MAX_KEYS + 3];
-		int			nused = 0;
-
-		for (int i = 0; i < nkeys; i++)
-			used[nused++] = t->keys[i].attnum;
-		used[nused++] = t->version.attnum;
-		used[nused++] = t->deleted.attnum;
-		used[nused++] = t->hash.attnum;
-		for (int i = 0; i < nused; i++)
-			for (int j = i + 1; j < nused; j++)
-				if (used[i] == used[j])
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
-							 errmsg("column \"%s\" of table \"%s\" is named more than once",
-									NameStr(TupleDescAttr(desc, used[i] - 1)->attname),
-									t->relname),
-							 errdetail("The key, version, deleted and hash columns must be distinct.")));
-
-		require_type(rel, &t->version, "version", is_integer_type(t->version.typid),
-					 "smallint, integer or bigint");
-		require_type(rel, &t->deleted, "deleted", t->deleted.typid == BOOLOID, "boolean");
-		require_type(rel, &t->hash, "hash", t->hash.typid == BYTEAOID, "bytea");
-		if (!TupleDescAttr(desc, t->version.attnum - 1)->attnotnull)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-					 errmsg("version column \"%s\" of table \"%s\" must be NOT NULL",
-							version, t->relname),
-					 errhint("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL;",
-							 t->qualname, quote_identifier(version))));
-
-		/* Payload: the given columns, or every other plain column. */
-		t->payload = palloc0(sizeof(TargetColumn) * (desc->natts + 1));
-		for (int a = 1; a <= desc->natts; a++)
-		{
-			Form_pg_attribute att = TupleDescAttr(desc, a - 1);
-			bool		special = false;
-			bool		wanted;
-
-			if (att->attisdropped)
-				continue;
-			for (int i = 0; i < nused; i++)
-				if (used[i] == a)
-					special = true;
-			if (payload == NULL)
-				wanted = !special && !att->attgenerated &&
-					att->attidentity != ATTRIBUTE_IDENTITY_ALWAYS;
-			else
-			{
-				wanted = false;
-				for (int i = 0; i < npayload; i++)
-					if (strcmp(payload[i], NameStr(att->attname)) == 0)
-						wanted = true;
-				if (wanted && special)
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
-							 errmsg("payload column \"%s\" of table \"%s\" is also a key, version, deleted or hash column",
-									NameStr(att->attname), t->relname)));
-			}
-			if (wanted)
-				resolve_column(rel, NameStr(att->attname), "payload",
-							   &t->payload[t->npayload++]);
-		}
-		for (int i = 0; payload != NULL && i < npayload; i++)
-		{
-			bool		seen = false;
-
-			for (int j = 0; j < i; j++)
-				if (strcmp(payload[i], payload[j]) == 0)
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
-							 errmsg("payload column \"%s\" of table \"%s\" is listed more than once",
-									payload[i], t->relname)));
-
-			for (int j = 0; j < t->npayload; j++)
-				if (strcmp(payload[i], t->payload[j].name) == 0)
-					seen = true;
-			if (!seen)
-			{
-				TargetColumn unused;
-
-				/* Raises the error that says what is wrong with it. */
-				resolve_column(rel, payload[i], "payload", &unused);
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
-						 errmsg("payload column \"%s\" of table \"%s\" is listed more than once or cannot be a payload column",
-								payload[i], t->relname)));
-			}
-		}
-	}
+	nused = check_distinct_columns(t, desc, used);
+	check_special_types(t, rel, desc, version);
+	resolve_payload(t, rel, desc, used, nused, payload, npayload);
 
 	for (int i = 0; i < t->npayload; i++)
 		if (type_names_objects(t->payload[i].typid))

@@ -1,7 +1,42 @@
 /*
- * diff_remote.c
- *		The diff of a side on another server, by checksums of key ranges
- *		instead of its rows.
+ * diff_checksum.c
+ *		The diff of a side on another server (postgres_fdw) or on Citus
+ *		workers, by checksums of key ranges instead of its rows.  diff.c's
+ *		diff_compare calls diff_checksum first; every other diff is
+ *		diff_merge.c's ordered pass.
+ *
+ * The words this file uses, each in one sense:
+ *
+ *	grid		the ascending boundaries (quantiles) of the first key column
+ *				that cut the key space into cells (RemoteDiff.grid).
+ *	cell		one interval of the grid, [bound i-1, bound i), of about
+ *				leaf_rows rows: the smallest unit compared by checksum;
+ *				cell i is width_bucket(key, grid) = i.
+ *	range		a run of adjacent cells [lo, hi) (CellRange), the unit of a
+ *				checksum query; "key ranges" in the SQL are its bounds.
+ *	level		one pass of checksums over the ranges still in question:
+ *				the first level cuts the grid into split_factor ranges,
+ *				each next one splits the ranges that differed by
+ *				split_factor again, down to single cells.
+ *	part		one side's share of a statement: the ranges that side is
+ *				asked about (Part); a statement holds both sides' parts
+ *				(UNION ALL), told apart by a tag column.
+ *	leaf		a single cell, the bottom of the levels: a leaf that
+ *				differs is not split again, its row hashes or rows are
+ *				read (compare_levels with leaves starts at the cells).
+ *	the sample	SAMPLE_CELLS cells spread over the grid, compared first to
+ *				choose how to go on (sample_cells).
+ *	row digest	SHA-256 of a row's encoded key and compared columns,
+ *				computed on the side's own server (on Citus, on each
+ *				shard); a range's checksum is built from its rows'
+ *				digests in order.
+ *	row hash	the first ROW_HASH_LEN bytes of a row digest, sent with the
+ *				row's key for the cells that differ (single-column keys),
+ *				so that only the rows of keys whose hashes differ are read.
+ *	rows		the rows themselves, read at the end through diff_merge.c's merge
+ *				(fetch_keys, fetch_cells) for the findings.
+ *	special		keys duplicated or NULL in part, found first; their cells
+ *				are always read (RemoteDiff.special).
  *
  * When a side is a foreign table (postgres_fdw), reading it row by row
  * moves the whole table across the connection.  Instead, the key space is
@@ -17,7 +52,7 @@
  * Ranges whose counts and checksums agree are matched as a whole; the
  * others are split, level by level, until they are a single cell of the
  * grid (about leaf_rows rows); the rows of those cells alone are then read
- * and compared by the ordinary merge (diff.c), so the findings are exactly
+ * and compared by the ordinary merge (diff_merge.c), so the findings are exactly
  * the local diff's.
  *
  * The other server is not trusted: whatever comes back (counts, buckets,
@@ -77,7 +112,15 @@
 #include "diff.h"
 #include "common/sqlname.h"
 
-/* Below this many intervals, a level's query also names them as key ranges. */
+/*
+ * Below this many intervals, a level's query also names them as key ranges
+ * (key >= lo AND key < hi), besides width_bucket(key, grid) = ANY(...):
+ * width_bucket() alone is no condition an index can serve, the ranges are,
+ * so a query over a few ranges (a deep level, the sample's cells) reads
+ * only their rows (bench/RESULTS.md, "After the speed-up").  Past a few
+ * dozen ranges a query reads much of the side anyway and the list of ORs
+ * only lengthens the statement; 32 is that cut, not a measured optimum.
+ */
 #define RANGE_PREDICATE_MAX 32
 
 typedef struct RSide
@@ -338,7 +381,13 @@ row_hashes_expr(const char *k1, const char *rowdigest)
 					row_hash_expr(rowdigest), k1, rowdigest);
 }
 
-/* Bytes of a range's checksum and of a row hash. */
+/*
+ * Bytes of a range's checksum and of a row hash: the first 128 bits of the
+ * SHA-256.  128 bits keep a collision out of reach, where 1.1's 64-bit
+ * hashes did not prove; all 256 bits crossed 0.188 MB at 10 differences in
+ * the benchmark, above pg_comparator's 0.161 MB, and 128 bits 0.147 MB
+ * (bench/RESULTS.md, "After the checksums that prove (1.2)").
+ */
 #define RANGE_DIGEST_LEN	16
 #define ROW_HASH_LEN		16
 
@@ -1243,18 +1292,24 @@ compare_levels(RemoteDiff *rd, DiffCounts *counts, CellRange *fetch, bool leaves
 	return nfetch;
 }
 
-/* Cells looked at before choosing how to compare. */
-#define PROBE_CELLS 64
+/*
+ * Cells of the sample, looked at before choosing how to compare: enough to
+ * tell none or one differing cell from a few and from half or more, at
+ * about 8 kB more for every diff (bench/RESULTS.md, "After the speed-up":
+ * it sent 100,000 differences straight to the row hashes, which made that
+ * diff no slower than reading every row).
+ */
+#define SAMPLE_CELLS 64
 
 /*
- * How many of PROBE_CELLS cells spread over the grid differ: a
+ * How many of SAMPLE_CELLS cells spread over the grid differ: a
  * cheap estimate of the share of cells that differ, read through the
  * cells' key ranges (an index serves them).
  */
 static int
-probe(RemoteDiff *rd, int *nprobe)
+sample_cells(RemoteDiff *rd, int *nsample)
 {
-	int			n = Min(PROBE_CELLS, rd->ncells);
+	int			n = Min(SAMPLE_CELLS, rd->ncells);
 	CellRange  *r = palloc(sizeof(CellRange) * n);
 	RangeSum   *sums = palloc0(sizeof(RangeSum) * n);
 	Part		parts[2];
@@ -1280,11 +1335,11 @@ probe(RemoteDiff *rd, int *nprobe)
 		parts[si].r = r;
 		parts[si].nr = n;
 	}
-	checksum_parts(rd, parts, sums, false, PROBE_CELLS);
+	checksum_parts(rd, parts, sums, false, SAMPLE_CELLS);
 	for (int i = 0; i < n; i++)
 		if (!range_same(rd, &sums[i], &r[i]))
 			differ++;
-	*nprobe = n;
+	*nsample = n;
 	return differ;
 }
 
@@ -1834,12 +1889,13 @@ remote_setup(RemoteDiff *rd, DiffSpec *spec)
 }
 
 /*
- * Run a prepared diff, by checksums where a side is on another server and
- * they can be computed there, else by reading every row (diff_execute).
- * The caller holds an SPI connection.
+ * Run a prepared diff by checksums, where a side is on another server or
+ * on Citus workers and they can be computed there: false, with nothing
+ * found, when they cannot (diff_compare then reads every row).  The caller
+ * holds an SPI connection.
  */
-void
-diff_compare(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *counts)
+bool
+diff_checksum(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *counts)
 {
 	RemoteDiff	rd;
 	ErrorContextCallback errcb;
@@ -1847,15 +1903,12 @@ diff_compare(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 	bool	   *marks;
 	int			nfetch;
 	int			ndiffer;
-	int			nprobe;
+	int			nsample;
 	instr_time	clock;
 	MemoryContext cxt = CurrentMemoryContext;
 
 	if (!remote_setup(&rd, spec))
-	{
-		diff_execute(spec, ts, desc, counts);
-		return;
-	}
+		return false;
 
 	INSTR_TIME_SET_CURRENT(clock);
 	errcb.callback = checksum_error_context;
@@ -1901,20 +1954,20 @@ diff_compare(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 	 */
 	elapsed(&clock, "the grid");
 	fetch = palloc(sizeof(CellRange) * rd.ncells);
-	ndiffer = probe(&rd, &nprobe);
-	if (ndiffer * 2 >= nprobe && rd.ncells >= 2 * PROBE_CELLS)
+	ndiffer = sample_cells(&rd, &nsample);
+	if (ndiffer * 2 >= nsample && rd.ncells >= 2 * SAMPLE_CELLS)
 	{
 		CellRange	all = {0, rd.ncells};
 
 		elog(DEBUG1, "reconcile diff of \"%s\" and \"%s\": %d of %d sampled cells differ, reading every %s",
-			 spec->sname, spec->tname, ndiffer, nprobe, spec->nkeys == 1 ? "row's hash" : "row");
+			 spec->sname, spec->tname, ndiffer, nsample, spec->nkeys == 1 ? "row's hash" : "row");
 		nfetch = split_range(&all, spec->split_factor, fetch);
 		rd.nulls = true;
 	}
 	else
 	{
 		elog(DEBUG1, "reconcile diff of \"%s\" and \"%s\": %d of %d sampled cells differ, comparing %s",
-			 spec->sname, spec->tname, ndiffer, nprobe, ndiffer >= 2 ? "every cell" : "ranges");
+			 spec->sname, spec->tname, ndiffer, nsample, ndiffer >= 2 ? "every cell" : "ranges");
 		nfetch = compare_levels(&rd, counts, fetch, ndiffer >= 2);
 	}
 	elapsed(&clock, "the checksums");
@@ -1933,4 +1986,5 @@ diff_compare(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 	elapsed(&clock, "the rows that differ");
 
 	error_context_stack = errcb.previous;
+	return true;
 }
