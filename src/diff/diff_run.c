@@ -45,6 +45,7 @@
 #include "utils/varlena.h"
 
 #include "diff.h"
+#include "common/jobs.h"
 #include "common/state_schema.h"
 #include "common/subxact.h"
 
@@ -217,42 +218,13 @@ reconcile_diff_run_visible(PG_FUNCTION_ARGS)
 				   relation_shared_for(PG_GETARG_OID(3), user));
 }
 
-/*
- * Before a job's relation is locked, the caller must have some SELECT
- * right on it (on the table or on columns, as the diff itself checks),
- * and it must outlive the session: a temporary relation disappears at
- * session end without notice, and its runs would name its OID for ever.
- */
-static void
-check_job_relation(const RangeVar *rv, Oid relid, Oid oldrelid, void *arg)
-{
-	DiffJob    *job = (DiffJob *) arg;
-	Oid			user = GetUserId();
-
-	if (!OidIsValid(relid))
-		return;
-	if (pg_class_aclcheck(relid, user, ACL_SELECT) != ACLCHECK_OK &&
-		pg_attribute_aclcheck_all(relid, user, ACL_SELECT, ACLMASK_ANY) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for relation \"%s\" of diff job \"%s\"",
-						rv->relname, job->name),
-				 errdetail("A job runs with the caller's rights, and role \"%s\" may not SELECT from it; nothing was recorded.",
-						   GetUserNameFromId(user, false)),
-				 errhint("Run the job as a role that may read both of its relations.")));
-	if (get_rel_persistence(relid) == RELPERSISTENCE_TEMP)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("relation \"%s\" of diff job \"%s\" is temporary", rv->relname, job->name),
-				 errdetail("Runs are kept after the session ends, and a temporary relation is not.")));
-}
-
 static Oid
 resolve_job_relation(DiffJob *job, const char *side, const char *name)
 {
+	JobRelationCheck chk = {"diff job", job->name, "Run the job as a role that may read both of its relations."};
 	RangeVar   *rv = makeRangeVarFromNameList(stringToQualifiedNameList(name));
 	Oid			relid = RangeVarGetRelidExtended(rv, AccessShareLock, RVR_MISSING_OK,
-												 check_job_relation, job);
+												 job_relation_check, &chk);
 
 	if (!OidIsValid(relid))
 		ereport(ERROR,

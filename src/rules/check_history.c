@@ -38,6 +38,7 @@
 #include "utils/varlena.h"
 
 #include "check.h"
+#include "common/jobs.h"
 #include "common/jsonbuild.h"
 #include "common/jsonread.h"
 #include "common/state_schema.h"
@@ -236,40 +237,13 @@ typedef struct CheckJob
 	Jsonb	   *options;
 } CheckJob;
 
-/*
- * Before the job's relation is locked, the caller must have some SELECT
- * right on it, and it must outlive the session (runs name it for ever).
- */
-static void
-check_job_relation(const RangeVar *rv, Oid relid, Oid oldrelid, void *arg)
-{
-	CheckJob   *job = (CheckJob *) arg;
-	Oid			user = GetUserId();
-
-	if (!OidIsValid(relid))
-		return;
-	if (pg_class_aclcheck(relid, user, ACL_SELECT) != ACLCHECK_OK &&
-		pg_attribute_aclcheck_all(relid, user, ACL_SELECT, ACLMASK_ANY) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for relation \"%s\" of check job \"%s\"",
-						rv->relname, job->job),
-				 errdetail("A job runs with the caller's rights, and role \"%s\" may not SELECT from it; nothing was recorded.",
-						   GetUserNameFromId(user, false)),
-				 errhint("Run the job as a role that may read its relation.")));
-	if (get_rel_persistence(relid) == RELPERSISTENCE_TEMP)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("relation \"%s\" of check job \"%s\" is temporary", rv->relname, job->job),
-				 errdetail("Runs are kept after the session ends, and a temporary relation is not.")));
-}
-
 static Oid
 resolve_job_relation(CheckJob *job)
 {
+	JobRelationCheck chk = {"check job", job->job, "Run the job as a role that may read its relation."};
 	RangeVar   *rv = makeRangeVarFromNameList(stringToQualifiedNameList(job->relation));
 	Oid			relid = RangeVarGetRelidExtended(rv, AccessShareLock, RVR_MISSING_OK,
-												 check_job_relation, job);
+												 job_relation_check, &chk);
 
 	if (!OidIsValid(relid))
 		ereport(ERROR,
