@@ -409,7 +409,7 @@ removed_open(TargetInfo *t, Snapshot snapshot, Snapshot latest)
 		elog(ERROR, "kept removals of \"%s\" have %d indexes", t->relname, list_length(indexes));
 	r->ct = *t;
 	r->ct.relid = crelid;
-	r->ct.relname = RelationGetRelationName(r->rel);
+	r->ct.relname = t->relname; /* messages name the target */
 	r->ct.qualname = companion_qualname(crelid);
 	r->ct.partitioned = false;
 	r->ct.key_index = linitial_oid(indexes);
