@@ -170,6 +170,29 @@ SELECT * FROM load('p3', $$('p3', 1, 'UPSERT', 'A', '1', 'a late'), ('p3', 2, 'U
 SELECT id, name, version, deleted FROM pacct ORDER BY 1;
 SELECT * FROM kept('pacct');
 
+-- A two-column key (one probe per key, no index walk), under REPEATABLE READ.
+CREATE TABLE kacct (region text COLLATE "C", id integer, name text, version bigint NOT NULL,
+                    deleted boolean NOT NULL DEFAULT false, hash bytea, PRIMARY KEY (region, id));
+CREATE TABLE kacct_stage (object_key text, source_row bigint, operation text,
+                          region text, id integer, version bigint, name text);
+SELECT reconcile_register(target => 'kacct', key_columns => '{region,id}', version_column => 'version',
+    deleted_column => 'deleted', hash_column => 'hash', options => '{"delete_mode": "remove"}');
+INSERT INTO kacct_stage VALUES ('k1', 1, 'UPSERT', 'eu', 1, 1, 'one'), ('k1', 2, 'UPSERT', 'us', 1, 1, 'one us'),
+                               ('k2', 1, 'DELETE', 'eu', 1, 3, NULL), ('k2', 2, 'DELETE', 'eu', 2, 3, NULL),
+                               ('k3', 1, 'UPSERT', 'eu', 1, 2, 'late'), ('k3', 2, 'UPSERT', 'eu', 2, 4, 'two'),
+                               ('k3', 3, 'UPSERT', 'us', 1, 2, 'us two');
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT o, status, inserted, updated, deleted, stale
+  FROM unnest(ARRAY['k1', 'k2', 'k3']) AS o,
+       reconcile_batch('kacct', 'kacct_stage', jsonb_build_array(jsonb_build_object('object_key', o,
+           'version_id', '1', 'content_hash', 'h', 'rows', (SELECT count(*) FROM kacct_stage WHERE object_key = o))));
+COMMIT;
+SELECT region, id, name, version FROM kacct ORDER BY 1, 2;
+SELECT format('SELECT region, id, version FROM %s ORDER BY 1, 2', removed_table) AS kept_sql
+  FROM reconcile.targets WHERE target = 'kacct'::regclass \gset
+:kept_sql;
+DROP TABLE kacct, kacct_stage;
+
 -- Unregistering drops the kept removals; so does dropping the table.
 SELECT reconcile_unregister('pacct');
 SELECT count(*) AS companions FROM pg_class WHERE relname LIKE 'removed\_%'

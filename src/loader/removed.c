@@ -536,6 +536,15 @@ removed_write(Removed *r, Writer *w, TupleTableSlot *found, bool found_removed,
 		writer_put(w, found, found_version, winner_version, winner);
 }
 
+static void
+purge_bound_context(void *arg)
+{
+	TargetInfo *t = arg;
+
+	errcontext("before_version of reconcile_purge_tombstones, read as column \"%s\" of table \"%s\"",
+			   t->version.name, t->relname);
+}
+
 /*
  * reconcile_purge_tombstones(target regclass, before_version text DEFAULT NULL,
  *                            older_than interval DEFAULT NULL) RETURNS bigint
@@ -558,7 +567,6 @@ reconcile_purge_tombstones(PG_FUNCTION_ARGS)
 	Oid			types[2] = {TEXTOID, INTERVALOID};
 	Datum		values[2];
 	char		nulls[2] = {by_version ? ' ' : 'n', by_age ? ' ' : 'n'};
-	char	   *vtype;
 	uint64		n;
 
 	check_arg_not_null(fcinfo, 0, "target", "reconcile_purge_tombstones");
@@ -575,10 +583,21 @@ reconcile_purge_tombstones(PG_FUNCTION_ARGS)
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	t = target_load(relid);
-	values[0] = by_version ? PG_GETARG_DATUM(1) : (Datum) 0;
+	/* The bound in the version column's own type, compared with its own operator. */
+	types[0] = t->version.typid;
+	if (by_version)
+	{
+		ErrorContextCallback context;
+
+		context.callback = purge_bound_context;
+		context.arg = t;
+		context.previous = error_context_stack;
+		error_context_stack = &context;
+		values[0] = InputFunctionCall(&t->version.in, text_to_cstring(PG_GETARG_TEXT_PP(1)),
+									  t->version.ioparam, t->version.typmod);
+		error_context_stack = context.previous;
+	}
 	values[1] = by_age ? PG_GETARG_DATUM(2) : (Datum) 0;
-	vtype = format_type_extended(t->version.typid, t->version.typmod,
-								 FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
 	initStringInfo(&sql);
 	if (t->options.delete_remove)
 	{
@@ -591,8 +610,8 @@ reconcile_purge_tombstones(PG_FUNCTION_ARGS)
 					 errhint("Register the target again (reconcile_register) to recreate them.")));
 		appendStringInfo(&sql, "DELETE FROM %s AS r WHERE true", companion_qualname(crelid));
 		if (by_version)
-			appendStringInfo(&sql, " AND r.%s OPERATOR(pg_catalog.<) CAST($1 AS %s)",
-							 quote_identifier(t->version.name), vtype);
+			appendStringInfo(&sql, " AND r.%s OPERATOR(pg_catalog.<) $1",
+							 quote_identifier(t->version.name));
 		if (by_age)
 			appendStringInfoString(&sql, " AND r." REMOVED_AT " OPERATOR(pg_catalog.<)"
 								   " (pg_catalog.now() OPERATOR(pg_catalog.-) $2)");
@@ -607,9 +626,9 @@ reconcile_purge_tombstones(PG_FUNCTION_ARGS)
 							t->relname),
 					 errdetail("older_than is for kept removals, under delete_mode \"remove\"."),
 					 errhint("Purge the tombstone rows by version with before_version.")));
-		appendStringInfo(&sql, "DELETE FROM %s AS t WHERE t.%s AND t.%s OPERATOR(pg_catalog.<) CAST($1 AS %s)",
+		appendStringInfo(&sql, "DELETE FROM %s AS t WHERE t.%s AND t.%s OPERATOR(pg_catalog.<) $1",
 						 t->qualname, quote_identifier(t->deleted.name),
-						 quote_identifier(t->version.name), vtype);
+						 quote_identifier(t->version.name));
 		if (SPI_execute_with_args(sql.data, 2, types, values, nulls, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "could not delete the tombstone rows of %s", t->relname);
 		n = SPI_processed;
