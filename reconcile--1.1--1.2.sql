@@ -496,4 +496,4 @@ RETURNS pg_catalog.int8
 AS 'MODULE_PATHNAME', 'reconcile_purge_tombstones'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION reconcile_purge_tombstones(pg_catalog.regclass, pg_catalog.text, pg_catalog.interval) IS
-    'Forgets kept deletes of a target (its owner only): those below before_version (cast to the version column''s type) and/or removed longer than older_than ago; under delete_mode tombstone, the tombstone rows below before_version. Returns how many; a key forgotten takes any version again, a lower one included.';
+    'Forgets kept deletes of a target (its owner only): those below before_version (cast to the version column''s type) and/or removed at least older_than ago; under delete_mode tombstone, the tombstone rows below before_version. Returns how many; a key forgotten takes any version again, a lower one included.';

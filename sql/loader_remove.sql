@@ -95,6 +95,12 @@ SELECT reconcile_purge_tombstones('acct', older_than => '1 hour');
 SELECT reconcile_purge_tombstones('acct', before_version => '100', older_than => '1 hour');
 SELECT reconcile_purge_tombstones('acct', older_than => '0');
 SELECT * FROM kept();
+-- '0' includes what this very transaction removed.
+BEGIN;
+SELECT deleted FROM load('b8', $$('b8', 1, 'DELETE', 'Q', '2', NULL)$$);
+SELECT reconcile_purge_tombstones('acct', older_than => '0');
+ROLLBACK;
+SELECT * FROM kept();
 
 -- Bad input.
 SELECT reconcile_purge_tombstones('acct');

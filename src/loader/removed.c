@@ -549,7 +549,8 @@ purge_bound_context(void *arg)
  * reconcile_purge_tombstones(target regclass, before_version text DEFAULT NULL,
  *                            older_than interval DEFAULT NULL) RETURNS bigint
  *		Forgets kept deletes of target: those below before_version (in the
- *		version column's type) and/or removed longer than older_than ago.
+ *		version column's type) and/or removed at least older_than ago ('0':
+ *		all, this transaction's too).
  *		Under delete_mode 'remove' the kept removals; under 'tombstone' the
  *		tombstone rows of the target themselves (by version only: they
  *		carry no removal time), deleted with the caller's rights.  A key
@@ -613,7 +614,7 @@ reconcile_purge_tombstones(PG_FUNCTION_ARGS)
 			appendStringInfo(&sql, " AND r.%s OPERATOR(pg_catalog.<) $1",
 							 quote_identifier(t->version.name));
 		if (by_age)
-			appendStringInfoString(&sql, " AND r." REMOVED_AT " OPERATOR(pg_catalog.<)"
+			appendStringInfoString(&sql, " AND r." REMOVED_AT " OPERATOR(pg_catalog.<=)"
 								   " (pg_catalog.now() OPERATOR(pg_catalog.-) $2)");
 		n = companion_execute(sql.data, 2, types, values, nulls, SPI_OK_DELETE);
 	}
