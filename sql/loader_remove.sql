@@ -82,6 +82,24 @@ SELECT status, version, choice, outcome
 SELECT id, name, version, deleted FROM acct ORDER BY 1;
 SELECT * FROM kept();
 
+-- A DELETE held against a live row at its version, resolved for the
+-- DELETE: the row is removed and kept (both write paths).
+SELECT * FROM load('b5d', $$('b5d', 1, 'DELETE', 'A', '6', NULL), ('b5d', 2, 'DELETE', 'Z', '7', NULL)$$);
+SET reconcile.write_path = 'general';
+SELECT status, version, choice, outcome
+  FROM reconcile_resolve('acct', reconcile_batch_id('[{"object_key":"b5d","version_id":"1","content_hash":"sha256:b5d","rows":2}]'),
+                         '{"id": "A"}',
+                         (SELECT staged_hash FROM reconcile.conflicts WHERE target = 'acct'::regclass AND key = '{"id": "A"}' AND object_key = 'b5d'));
+RESET reconcile.write_path;
+SELECT status, version, choice, outcome
+  FROM reconcile_resolve('acct', reconcile_batch_id('[{"object_key":"b5d","version_id":"1","content_hash":"sha256:b5d","rows":2}]'),
+                         '{"id": "Z"}',
+                         (SELECT staged_hash FROM reconcile.conflicts WHERE target = 'acct'::regclass AND key = '{"id": "Z"}'));
+SELECT id, name, version, deleted FROM acct ORDER BY 1;
+SELECT * FROM kept();
+-- Z comes back above its removal.
+SELECT * FROM load('b5z', $$('b5z', 1, 'UPSERT', 'Z', '8', 'Zed'), ('b5z', 2, 'UPSERT', 'A', '7', 'Ana seven')$$);
+
 -- Purging by version forgets the kept removals below it: a late lower
 -- version of those keys loads again, as documented.
 SELECT * FROM kept();
