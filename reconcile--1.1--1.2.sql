@@ -477,3 +477,23 @@ AS 'MODULE_PATHNAME', 'reconcile_load'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 1;
 COMMENT ON FUNCTION reconcile_load(pg_catalog.regclass, pg_catalog.name, pg_catalog.text, pg_catalog.jsonb) IS
     'Lists a reconcile_objects server after the cursor, stages the new object versions and runs reconcile_batch in one transaction; returns its receipt (none when nothing is new). options: staged, source, start_after, latest_only, the listing options, the staging options and the load options.';
+
+-- ---- Hard deletes that keep their guard: delete_mode 'remove' (issue 23, point 3) ----
+-- Under the registration option delete_mode 'remove' a winning DELETE
+-- removes the row and keeps (key, version, payload hash) in the target's
+-- table of kept removals, reconcile.removed_<oid>, created by
+-- reconcile_register, which the merge consults where the target has no
+-- row.  removed_table names it (NULL under delete_mode 'tombstone').
+ALTER TABLE reconcile.targets ADD COLUMN removed_table pg_catalog.regclass;
+COMMENT ON COLUMN reconcile.targets.removed_table IS
+    'delete_mode remove: the table keeping the key, version, payload hash and removal time of each row a winning DELETE removed; NULL under delete_mode tombstone.';
+
+CREATE FUNCTION reconcile_purge_tombstones(
+    target pg_catalog.regclass,
+    before_version pg_catalog.text DEFAULT NULL,
+    older_than pg_catalog.interval DEFAULT NULL)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'reconcile_purge_tombstones'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION reconcile_purge_tombstones(pg_catalog.regclass, pg_catalog.text, pg_catalog.interval) IS
+    'Forgets kept deletes of a target (its owner only): those below before_version (cast to the version column''s type) and/or removed at least older_than ago; under delete_mode tombstone, the tombstone rows below before_version. Returns how many; a key forgotten takes any version again, a lower one included.';

@@ -25,6 +25,7 @@
 #include "commands/event_trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
 
@@ -80,6 +81,46 @@ keep_plan(const char *sql, int nargs, Oid *argtypes)
 }
 
 /*
+ * 1.2, delete_mode 'remove': a target's kept removals (loader/removed.c)
+ * depend on it and are dropped with it, but pg_dump keeps no such
+ * dependency: in a restored database they are dropped here, found through
+ * reconcile.targets.removed_table before its rows go.
+ */
+static void
+forget_kept_removals(Datum dropped, Oid nsp)
+{
+	Oid			targets = get_relname_relid("targets", nsp);
+	Oid			argtype = REGCLASSARRAYOID;
+	List	   *tables = NIL;
+	ListCell   *lc;
+
+	if (!OidIsValid(targets) || get_attnum(targets, "removed_table") == InvalidAttrNumber)
+		return;
+	if (SPI_execute_with_args("SELECT removed_table::pg_catalog.oid FROM reconcile.targets"
+							  " WHERE target OPERATOR(pg_catalog.=) ANY ($1) AND removed_table IS NOT NULL",
+							  1, &argtype, &dropped, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read reconcile.targets");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		tables = lappend_oid(tables, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+																	 SPI_tuptable->tupdesc, 1, &isnull)));
+	}
+	foreach(lc, tables)
+	{
+		char	   *name = get_rel_name(lfirst_oid(lc));
+
+		if (name == NULL)
+			continue;			/* gone with the target, through its dependency */
+		if (SPI_execute(psprintf("DROP TABLE %s",
+								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(lfirst_oid(lc))), name)),
+						false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not drop the kept removals of a dropped target");
+	}
+}
+
+/*
  * reconcile.forget_dropped() RETURNS event_trigger
  *		On sql_drop, deletes the extension's state rows of the tables dropped.
  */
@@ -113,6 +154,7 @@ reconcile_forget_dropped(PG_FUNCTION_ARGS)
 	dropped = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (!isnull)
 	{
+		forget_kept_removals(dropped, nsp);
 		for (int i = 0; i < lengthof(forget_steps); i++)
 		{
 			if (!OidIsValid(get_relname_relid(forget_steps[i].table, nsp)))

@@ -133,6 +133,14 @@ typedef struct DiffSpec
 
 	/* Only keys in these ranges of the first key column (NULL: all). */
 	struct DiffKeyFilter *filter;
+
+	/*
+	 * Option tombstones "absent": a registered side's deleted column
+	 * (quoted), whose tombstone rows are left out, as rows removed under
+	 * delete_mode 'remove' are; NULL: every row is read.
+	 */
+	char	   *sdeleted;
+	char	   *tdeleted;
 } DiffSpec;
 
 typedef struct DiffCounts

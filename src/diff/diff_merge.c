@@ -593,7 +593,20 @@ append_where(StringInfo sql, DiffSpec *spec, const char *upd, bool target,
 			 Datum cutoff, bool has_cutoff, Oid *types, Datum *values, int *nparams)
 {
 	const char *sep = " WHERE ";
+	char	   *deleted = target ? spec->tdeleted : spec->sdeleted;
 
+	/*
+	 * Option tombstones "absent": not a tombstone row.  As a parameter
+	 * (true), like every condition here: callers tell from the parameter
+	 * count whether a WHERE was written.
+	 */
+	if (deleted != NULL)
+	{
+		types[*nparams] = BOOLOID;
+		values[(*nparams)++] = BoolGetDatum(true);
+		appendStringInfo(sql, "%s(%s IS NOT TRUE) OPERATOR(pg_catalog.=) $%d", sep, deleted, *nparams);
+		sep = " AND ";
+	}
 	if (upd == NULL)
 		return;
 	if (spec->has_lo)
@@ -660,8 +673,8 @@ side_open(DiffExec *ex, DiffSide *side, bool is_source, Datum cutoff, bool has_c
 {
 	DiffSpec   *spec = ex->spec;
 	StringInfoData sql;
-	Oid			types[3 + 2];
-	Datum		values[3 + 2];
+	Oid			types[4 + 2];
+	Datum		values[4 + 2];
 	int			nparams = 0;
 
 	initStringInfo(&sql);
@@ -705,8 +718,8 @@ static bool
 source_max(DiffSpec *spec, Datum *result)
 {
 	StringInfoData sql;
-	Oid			types[3];
-	Datum		values[3];
+	Oid			types[4];
+	Datum		values[4];
 	int			nparams = 0;
 	bool		isnull;
 

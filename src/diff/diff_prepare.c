@@ -48,14 +48,15 @@
 #include "diff.h"
 #include "common/jsonread.h"
 #include "common/sqlname.h"
+#include "common/state.h"
 
 static const char *const diff_option_names[] = {
 	"compare", "ignore", "target_key_columns", "column_map", "trim_keys",
 	"updated_column", "window", "cutoff", "tolerance", "time_zone", "lookback",
-	"remote", "split_factor", "leaf_rows"
+	"remote", "split_factor", "leaf_rows", "tombstones"
 };
 
-#define DIFF_VALID_OPTIONS "compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback, remote, split_factor, leaf_rows"
+#define DIFF_VALID_OPTIONS "compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback, remote, split_factor, leaf_rows, tombstones"
 
 typedef struct DiffOptions
 {
@@ -76,6 +77,7 @@ typedef struct DiffOptions
 #define OPT_REMOTE		11
 #define OPT_SPLIT		12
 #define OPT_LEAF		13
+#define OPT_TOMBSTONES	14
 
 /* A name-to-value pair of an option that is a JSON object. */
 typedef struct OptPair
@@ -1165,6 +1167,56 @@ set_window_and_cutoff(SpecDraft *d)
 	}
 }
 
+/* A registered target's deleted column, quoted, or NULL (not registered). */
+static char *
+registered_deleted_column(Oid relid)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	char	   *col = NULL;
+
+	SPI_connect();
+	state_read_latest("SELECT deleted_column FROM reconcile.targets"
+					  " WHERE target OPERATOR(pg_catalog.=) $1", relid, 1);
+	if (SPI_processed > 0)
+		col = MemoryContextStrdup(cxt, quote_identifier(SPI_getvalue(SPI_tuptable->vals[0],
+																	 SPI_tuptable->tupdesc, 1)));
+	SPI_finish();
+	return col;
+}
+
+/*
+ * Option "tombstones": "rows" (the default) reads tombstone rows as any;
+ * "absent" leaves out the tombstone rows of a side that is a registered
+ * target, so that a key deleted at the source is absent on the target
+ * whether the target keeps its deletes as tombstone rows or removes them
+ * (delete_mode 'remove').
+ */
+static void
+set_tombstones(SpecDraft *d)
+{
+	DiffSpec   *spec = d->spec;
+	char	   *mode;
+
+	if (d->opts.v[OPT_TOMBSTONES] == NULL)
+		return;
+	mode = opt_string(d->opts.v[OPT_TOMBSTONES], "tombstones", "\"rows\" or \"absent\"");
+	if (strcmp(mode, "rows") == 0)
+		return;
+	if (strcmp(mode, "absent") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value \"%s\" for option \"tombstones\"", mode),
+				 errhint("Pass \"absent\" to leave out the tombstone rows of registered targets, or \"rows\" (the default) to read them as rows.")));
+	spec->sdeleted = registered_deleted_column(spec->source);
+	spec->tdeleted = registered_deleted_column(spec->target);
+	if (spec->sdeleted == NULL && spec->tdeleted == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"tombstones\" needs a side registered with reconcile_register"),
+				 errdetail("Neither \"%s\" nor \"%s\" is a registered target, so neither has a deleted column.",
+						   spec->sname, spec->tname)));
+}
+
 /* diff_prepare and diff_validate, with or without the privilege checks. */
 static DiffSpec *
 prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
@@ -1188,6 +1240,7 @@ prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
 	resolve_updated_column(&d);
 	set_window_and_cutoff(&d);
 	set_remote_options(d.spec, &d.opts);
+	set_tombstones(&d);
 
 	relation_close(srel, AccessShareLock);
 	relation_close(trel, AccessShareLock);

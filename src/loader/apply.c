@@ -41,7 +41,7 @@ struct ApplyWriter
 	Relation	rel;
 	BulkInsertState bistate;
 	TupleTableSlot *slot;
-	int64		nactions[4];	/* insert, update, delete, replace */
+	int64		nactions[5];	/* insert, update, delete, replace, remove */
 	bool		filled;			/* every winner queued, the table closed */
 };
 
@@ -116,7 +116,7 @@ apply_add(ApplyWriter *m, const Winner *winner, char action)
 	ExecStoreVirtualTuple(slot);
 	table_tuple_insert(m->rel, slot, GetCurrentCommandId(true), 0, m->bistate);
 	m->nactions[action == ACTION_INSERT ? 0 : action == ACTION_UPDATE ? 1 :
-				action == ACTION_DELETE ? 2 : 3]++;
+				action == ACTION_DELETE ? 2 : action == ACTION_REPLACE ? 3 : 4]++;
 }
 
 static void
@@ -455,6 +455,20 @@ apply_run(ApplyWriter *m)
 		if (SPI_execute(sql, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not update %s", t->relname);
 		apply_check(m, "replacing UPDATE", m->nactions[3], SPI_processed);
+	}
+	if (m->nactions[4] > 0)
+	{
+		/*
+		 * delete_mode 'remove' (removed.c): the row goes; its key is kept.
+		 * At an equal version, a resolution's DELETE (Citus targets do not
+		 * take this mode).
+		 */
+		sql = psprintf("DELETE FROM %s AS t USING %s AS w"
+					   " WHERE w.a OPERATOR(pg_catalog.=) 'X'%s AND t.%s OPERATOR(pg_catalog.<=) w.v",
+					   t->qualname, tmp, keymatch.data, quote_identifier(t->version.name));
+		if (SPI_execute(sql, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not delete from %s", t->relname);
+		apply_check(m, "DELETE", m->nactions[4], SPI_processed);
 	}
 	if (SPI_execute(psprintf("DROP TABLE %s", tmp), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not drop %s", m->name);

@@ -18,6 +18,7 @@
 #include "miscadmin.h"
 #include "tcop/utility.h"
 #include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
@@ -227,6 +228,22 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	 * caller has no way to say otherwise.
 	 */
 	b->options = b->target->options;
+	/* delete_mode 'remove' on a table distributed since its registration (removed.c) */
+	if (b->options.delete_remove && b->target->citus_kind != CITUS_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("delete_mode \"remove\" is not supported for table \"%s\", which Citus manages",
+						b->target->relname),
+				 errhint("Register the target again with delete_mode \"tombstone\".")));
+	/* Its winning DELETEs delete rows: the direct path as the general one. */
+	if (b->options.delete_remove &&
+		pg_class_aclcheck(b->target->relid, GetUserId(), ACL_DELETE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", b->target->relname),
+				 errdetail("Table \"%s\" is registered with delete_mode \"remove\": a batch deletes the rows its DELETEs win.",
+						   b->target->relname),
+				 errhint("Grant DELETE on the table to the role that loads it.")));
 	if (PG_NARGS() <= 5)
 		b->options.ignore_unknown_columns = true;
 	else if (!PG_ARGISNULL(5))

@@ -340,3 +340,11 @@ direct_update(DirectWriter *w, TupleTableSlot *found, const Winner *winner)
 	direct_update_row(w, &found->tts_tid, slot);
 }
 
+
+/* Delete the row the probe found (delete_mode 'remove'), by its TID. */
+void
+direct_remove(DirectWriter *w, TupleTableSlot *found)
+{
+	CheckCmdReplicaIdentity(w->rel, CMD_DELETE);
+	simple_table_tuple_delete(w->rel, &found->tts_tid, w->estate->es_snapshot);
+}

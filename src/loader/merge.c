@@ -34,6 +34,7 @@
 #include "payload.h"
 #include "probe.h"
 #include "progress.h"
+#include "removed.h"
 #include "rules/rules.h"
 #include "common/state_schema.h"
 #include "writers.h"
@@ -73,6 +74,10 @@ typedef struct Merger
 	StringInfoData named;		/* conflicts named in an 'abort' error */
 
 	Writer		writer;
+
+	/* delete_mode 'remove': the kept removals (removed.c), else NULL. */
+	Removed    *removed;
+	bool		found_removed;	/* the current key's is a kept removal */
 } Merger;
 
 /* How many conflicts an 'abort' error names. */
@@ -98,7 +103,11 @@ write_winner(Merger *m, TupleTableSlot *found, int64 tversion)
 	winner.version = version_datum(m->t, w->version);
 	winner.tombstone = w->tombstone;
 	winner.hash = PointerGetDatum(h);
-	writer_put(&m->writer, found, tversion, w->version, &winner);
+	if (m->removed != NULL)
+		removed_write(m->removed, &m->writer, found, m->found_removed, tversion,
+					  w->version, &winner);
+	else
+		writer_put(&m->writer, found, tversion, w->version, &winner);
 
 	/* The receipt's checksum: sum of the written payload hashes mod 2^256. */
 	{
@@ -211,7 +220,7 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 			state_row_set(out, "object_key", CStringGetTextDatum(m->b->manifest->entries[row->obj].object_key));
 			state_row_set(out, "source_row", Int64GetDatum(row->source_row));
 			state_row_set(out, "staged_hash", PointerGetDatum(h));
-			if (found && c->version == tversion && thash != NULL)
+			if ((found || m->found_removed) && c->version == tversion && thash != NULL)
 				state_row_set(out, "existing_hash", PointerGetDatum(thash));
 			if (m->hold_payloads)
 			{
@@ -223,6 +232,15 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 					if (existing == NULL)
 						existing = target_payload(t, found);
 					state_row_set(out, "existing_payload", JsonbPGetDatum(existing));
+				}
+				else if (m->found_removed && c->version == tversion)
+				{
+					/* A kept removal has no payload: JSON null says so. */
+					JsonbValue	jnull;
+
+					jnull.type = jbvNull;
+					state_row_set(out, "existing_payload",
+								  JsonbPGetDatum(JsonbValueToJsonb(&jnull)));
 				}
 			}
 			state_row_add(out);
@@ -243,7 +261,10 @@ merge_group(Merger *m)
 	Decision	d;
 
 	found = probe_find_current(m->probe, m->latest, t, keys, &tversion, &thash, false);
-	target.exists = found != NULL;
+	/* delete_mode 'remove': a key with no row may have a kept removal. */
+	m->found_removed = found == NULL && m->removed != NULL &&
+		removed_find(m->removed, keys, &tversion, &thash);
+	target.exists = found != NULL || m->found_removed;
 	target.version = tversion;
 	target.hash = thash != NULL && VARSIZE_ANY_EXHDR(thash) == RECONCILE_SHA256_LEN ?
 		(const uint8 *) VARDATA_ANY(thash) : NULL;
@@ -257,6 +278,9 @@ merge_group(Merger *m)
 	}
 	if (d.write)
 		write_winner(m, found, tversion);
+	/* A live row over a kept removal is a new row again. */
+	if (m->found_removed && m->disp[0] == DISP_UPDATED)
+		m->disp[0] = DISP_INSERTED;
 	for (int i = 0; i < m->nrows; i++)
 		count_row(m, &m->rows[i], m->disp[i]);
 }
@@ -411,6 +435,10 @@ merge_batch(BatchState *b)
 	else
 		m.probe = probe_open(m.t, GetLatestSnapshot(), true);
 	writer_open(&m.writer, m.t, b->batch_id, batch_rules_has_dataset_checks(b->rules));
+	if (m.t->options.delete_remove)
+		m.removed = removed_open(m.t, IsolationUsesXactSnapshot() ?
+								 GetTransactionSnapshot() : GetLatestSnapshot(),
+								 IsolationUsesXactSnapshot() ? GetLatestSnapshot() : NULL);
 
 	progress_phase(PHASE_SORTING);
 	tuplesort_performsort(b->sort);
@@ -444,6 +472,8 @@ merge_batch(BatchState *b)
 	probe_close(m.probe);
 	if (m.latest)
 		probe_close(m.latest);
+	if (m.removed)
+		removed_close(m.removed);
 
 	if (m.nconflicts > 0 && m.t->abort_on_conflict)
 		ereport(ERROR,

@@ -27,6 +27,7 @@ load_options_init(LoadOptions *opts)
 	opts->max_reject_share = NULL;
 	opts->ignore_unknown_columns = false;
 	opts->citus_merge = CITUS_MERGE_AUTO;
+	opts->delete_remove = false;
 }
 
 static void
@@ -135,6 +136,30 @@ load_options_apply(LoadOptions *opts, Jsonb *doc, const char *what)
 				opts->citus_merge = CITUS_MERGE_COORDINATOR;
 			else
 				option_error(what, key, "\"workers\" or \"coordinator\"", &v);
+		}
+		else if (strcmp(key, "delete_mode") == 0)
+		{
+			char	   *s = v.type == jbvString ? jbv_string(&v) : NULL;
+
+			/*
+			 * The registration is the contract: a batch that removed rows
+			 * another batch keeps as tombstones would leave the target half
+			 * of each (removed.c).
+			 */
+			if (strcmp(what, "reconcile_batch") == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("option \"delete_mode\" of reconcile_batch is not supported"),
+						 errdetail("How a target keeps its deletes is part of its registration."),
+						 errhint("Register the target again with options => '{\"delete_mode\": \"remove\"}' (or \"tombstone\").")));
+			if (v.type == jbvNull)
+				opts->delete_remove = false;
+			else if (s != NULL && strcmp(s, "tombstone") == 0)
+				opts->delete_remove = false;
+			else if (s != NULL && strcmp(s, "remove") == 0)
+				opts->delete_remove = true;
+			else
+				option_error(what, key, "\"tombstone\" or \"remove\"", &v);
 		}
 		else
 			ereport(ERROR,

@@ -15,6 +15,7 @@ typedef struct LoadOptions
 	Numeric		max_reject_share;	/* NULL: no limit */
 	bool		ignore_unknown_columns;
 	int			citus_merge;	/* a CitusMergePath: where a Citus batch merges */
+	bool		delete_remove;	/* delete_mode 'remove' (registration only): removed.c */
 } LoadOptions;
 
 /* Option citus_merge (citus_merge.c): which path a Citus batch takes. */

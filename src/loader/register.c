@@ -19,6 +19,7 @@
 #include "common/args.h"
 #include "common/sqlname.h"
 #include "common/state_schema.h"
+#include "removed.h"
 #include "target.h"
 
 PG_FUNCTION_INFO_V1(reconcile_register);
@@ -50,6 +51,7 @@ reconcile_register(PG_FUNCTION_ARGS)
 	TEXTARRAYOID, TEXTOID, JSONBOID};
 	ArrayBuildState *astate;
 	bool		has_options = PG_NARGS() > 7 && !PG_ARGISNULL(7);
+	LoadOptions scratch;
 
 	check_arg_not_null(fcinfo, 0, "target", "reconcile_register");
 	check_arg_not_null(fcinfo, 1, "key_columns", "reconcile_register");
@@ -94,12 +96,10 @@ reconcile_register(PG_FUNCTION_ARGS)
 					   text_to_cstring(PG_GETARG_TEXT_PP(4)),
 					   payload, npayload,
 					   text_to_cstring(PG_GETARG_TEXT_PP(5)));
+	load_options_init(&scratch);
 	if (has_options)
 	{
 		/* Checked now, so that no batch finds a bad registration. */
-		LoadOptions scratch;
-
-		load_options_init(&scratch);
 		load_options_apply(&scratch, PG_GETARG_JSONB_P(7), "reconcile_register");
 		values[7] = PG_GETARG_DATUM(7);
 		nulls[7] = ' ';
@@ -163,6 +163,8 @@ reconcile_register(PG_FUNCTION_ARGS)
 			elog(ERROR, "could not write reconcile.targets");
 	}
 	state_user_leave(&su);
+	/* delete_mode: the kept removals created, converted or dropped (removed.c). */
+	removed_register(t, scratch.delete_remove);
 	/* A hash-distributed target's work table for merging on the workers. */
 	citus_merge_create_work(t);
 	SPI_finish();
@@ -187,6 +189,7 @@ reconcile_unregister(PG_FUNCTION_ARGS)
 
 	value = ObjectIdGetDatum(relid);
 	SPI_connect();
+	removed_unregister(relid);	/* the kept removals go with the registration */
 	state_user_enter(&su);
 	if (SPI_execute_with_args("DELETE FROM reconcile.targets WHERE target OPERATOR(pg_catalog.=) $1",
 							  1, &type, &value, NULL, false, 0) != SPI_OK_DELETE)

@@ -43,6 +43,7 @@
 #include "common/citus.h"
 #include "payload.h"
 #include "probe.h"
+#include "removed.h"
 #include "common/sha256.h"
 #include "common/sqlname.h"
 #include "common/state.h"
@@ -316,6 +317,8 @@ load_choice(TargetInfo *t, HeldRow *rows, int nrows, HeldRow *w, int64 v,
 	int64		tversion = 0;
 	bytea	   *thash = NULL;
 	TupleTableSlot *found = probe_find_current(probe, latest, t, keys, &tversion, &thash, true);
+	Removed    *removed = NULL;
+	bool		found_removed = false;
 	int64		wversion = w ? w->version : v;
 	bytea	   *whash = w ? w->staged_hash : choice;
 	DecideRow	cand;
@@ -326,10 +329,17 @@ load_choice(TargetInfo *t, HeldRow *rows, int nrows, HeldRow *w, int64 v,
 
 	if (latest)
 		probe_close(latest);
+	/* delete_mode 'remove': a key with no row may have a kept removal (removed.c). */
+	if (t->options.delete_remove)
+	{
+		removed = removed_open(t, rr ? GetTransactionSnapshot() : GetLatestSnapshot(),
+							   rr ? GetLatestSnapshot() : NULL);
+		found_removed = found == NULL && removed_find(removed, keys, &tversion, &thash);
+	}
 	cand.version = wversion;
 	cand.tombstone = w ? w->deleted : false;
 	memcpy(cand.hash, VARDATA_ANY(whash), RECONCILE_SHA256_LEN);
-	target.exists = found != NULL;
+	target.exists = found != NULL || found_removed;
 	target.version = tversion;
 	target.hash = thash != NULL && VARSIZE_ANY_EXHDR(thash) == RECONCILE_SHA256_LEN ?
 		(const uint8 *) VARDATA_ANY(thash) : NULL;
@@ -354,7 +364,8 @@ load_choice(TargetInfo *t, HeldRow *rows, int nrows, HeldRow *w, int64 v,
 				 errmsg("table \"%s\" no longer holds the payload to keep for key %s at version " INT64_FORMAT,
 						t->relname, keytext, v),
 				 errdetail("The target's row is %s since batch %s held the key back.",
-						   found ? psprintf("at version " INT64_FORMAT, tversion) : "gone",
+						   found ? psprintf("at version " INT64_FORMAT, tversion) :
+						   found_removed ? psprintf("removed at version " INT64_FORMAT, tversion) : "gone",
 						   text_to_cstring(batch_id)),
 				 errhint("Accept one of the staged payloads, or load the payload to keep with a new batch.")));
 	else
@@ -372,10 +383,15 @@ load_choice(TargetInfo *t, HeldRow *rows, int nrows, HeldRow *w, int64 v,
 		winner.tombstone = w->deleted;
 		winner.hash = PointerGetDatum(w->staged_hash);
 		writer_open(&writer, t, text_to_cstring(batch_id), false);
-		writer_put(&writer, found, tversion, wversion, &winner);
+		if (removed != NULL)
+			removed_write(removed, &writer, found, found_removed, tversion, wversion, &winner);
+		else
+			writer_put(&writer, found, tversion, wversion, &winner);
 		writer_close(&writer);
 		outcome = w->deleted ? "deleted" : found ? "updated" : "inserted";
 	}
+	if (removed != NULL)
+		removed_close(removed);
 	probe_close(probe);
 	return outcome;
 }

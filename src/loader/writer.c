@@ -43,6 +43,19 @@ writer_put(Writer *w, TupleTableSlot *found, int64 found_version,
 		direct_update(w->direct, found, winner);	/* replaces at found_version too */
 }
 
+/*
+ * Remove the target's row found for a winning DELETE under delete_mode
+ * 'remove' (removed.c keeps the key).
+ */
+void
+writer_remove(Writer *w, TupleTableSlot *found, const Winner *winner)
+{
+	if (w->apply != NULL)
+		apply_add(w->apply, winner, ACTION_REMOVE);
+	else
+		direct_remove(w->direct, found);
+}
+
 /* Write what is still buffered: the direct path's inserts, the general path's statements. */
 void
 writer_close(Writer *w)

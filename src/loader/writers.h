@@ -35,6 +35,8 @@ typedef struct Winner
 #define ACTION_DELETE 'D'
 /* A resolution (resolve.c): the row at the winner's own version replaced. */
 #define ACTION_REPLACE 'R'
+/* delete_mode 'remove' (removed.c): the row deleted from the target. */
+#define ACTION_REMOVE 'X'
 
 /* direct.c: the direct path */
 typedef struct DirectWriter DirectWriter;
@@ -44,6 +46,7 @@ extern DirectWriter *direct_open(TargetInfo *t);
 extern void direct_insert(DirectWriter *w, const Winner *winner);
 extern void direct_update(DirectWriter *w, TupleTableSlot *found,
 						  const Winner *winner);
+extern void direct_remove(DirectWriter *w, TupleTableSlot *found);
 extern void direct_close(DirectWriter *w);
 
 /* apply.c: the general path */
@@ -65,6 +68,7 @@ extern void writer_open(Writer *w, TargetInfo *t, const char *batch_id,
 						bool check_winners);
 extern void writer_put(Writer *w, TupleTableSlot *found, int64 found_version,
 					   int64 winner_version, const Winner *winner);
+extern void writer_remove(Writer *w, TupleTableSlot *found, const Winner *winner);
 extern void writer_close(Writer *w);
 
 #endif							/* RECONCILE_WRITERS_H */
