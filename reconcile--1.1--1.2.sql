@@ -477,3 +477,16 @@ AS 'MODULE_PATHNAME', 'reconcile_load'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 1;
 COMMENT ON FUNCTION reconcile_load(pg_catalog.regclass, pg_catalog.name, pg_catalog.text, pg_catalog.jsonb) IS
     'Lists a reconcile_objects server after the cursor, stages the new object versions and runs reconcile_batch in one transaction; returns its receipt (none when nothing is new). options: staged, source, start_after, latest_only, the listing options, the staging options and the load options.';
+
+-- ---- Snapshot batches (issue 23, point 2) ----
+-- reconcile_batch(..., options => '{"snapshot": {"version": V, "scope": ...}}')
+-- declares a batch a complete extract: the scope's live rows it does not
+-- stage become tombstones at V.  The receipt counts them apart from the
+-- staged rows (staged_rows still adds up to the eight dispositions); 1.1's
+-- receipts, which no snapshot wrote, read 0.  The receipt type gains the
+-- same attribute, last, so a 1.1 caller's columns keep their places.
+ALTER TABLE reconcile.receipts
+    ADD COLUMN deleted_absent pg_catalog.int8 NOT NULL DEFAULT 0;
+COMMENT ON COLUMN reconcile.receipts.deleted_absent IS
+    'Target rows a snapshot batch made tombstones because the extract did not hold their key (not staged rows: staged_rows does not count them); 0 for other batches and for receipts written before 1.2.';
+ALTER TYPE reconcile.receipt ADD ATTRIBUTE deleted_absent pg_catalog.int8;
