@@ -50,6 +50,7 @@
 
 #include "common/citus.h"
 #include "common/sqlname.h"
+#include "common/state_schema.h"
 #include "payload.h"
 #include "snapshot.h"
 #include "writers.h"
@@ -266,6 +267,13 @@ snapshot_begin(BatchState *b)
 	Oid			relid;
 	bool		isnull;
 
+	/* The receipt must be able to say what the snapshot deleted. */
+	if (state_version() < STATE_1_2)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("option \"snapshot\" of reconcile_batch needs reconcile's 1.2 schema"),
+				 errdetail("The installed schema has no receipt column deleted_absent to count the rows a snapshot deletes."),
+				 errhint("Run ALTER EXTENSION reconcile UPDATE, then call reconcile_batch again; nothing was applied.")));
 	if (t->citus_kind != CITUS_NONE)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
