@@ -125,9 +125,9 @@ scope_vars_walker(Node *node, const char **why)
 }
 
 /*
- * Prepare sql, which embeds the scope, with the caller's rights; an error
- * of PostgreSQL's parse analysis (an unknown column, 42703; an unknown
- * function, 42883) is the scope's and keeps its SQLSTATE.  The statement
+ * Prepare sql, which embeds the scope if there is one, with the caller's
+ * rights; an error of PostgreSQL's parse analysis then (an unknown column,
+ * 42703; an unknown function, 42883) is the scope's and keeps its SQLSTATE.  The statement
  * must be one SELECT that only reads.
  */
 static SPIPlanPtr
@@ -149,8 +149,9 @@ prepare_with_scope(BatchState *b, const char *sql, int nargs, Oid *types)
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_TO_CATEGORY(ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION) &&
-			ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_TO_CATEGORY(ERRCODE_DATA_EXCEPTION))
+		if (b->options.snapshot_scope == NULL ||
+			(ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_TO_CATEGORY(ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION) &&
+			 ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_TO_CATEGORY(ERRCODE_DATA_EXCEPTION)))
 			PG_RE_THROW();
 		FlushErrorState();
 		refuse_scope(b, edata->sqlerrcode, edata->message);
