@@ -152,7 +152,12 @@ SELECT :'checksum_a' = :'checksum_b' AS same_checksum;
 SELECT (SELECT row(val, v, del, h) FROM twin_a WHERE id = 10) = (SELECT row(val, v, del, h) FROM twin_b WHERE id = 10)
        AS same_tombstone,
        (SELECT del FROM twin_b WHERE id = 10) AS deleted;
--- A later version of key 10 revives it in both, as after any tombstone.
+-- The snapshot's tombstone stops a late lower version of key 10, as any
+-- tombstone does; a later version revives it.
+TRUNCATE twin_stage;
+INSERT INTO twin_stage VALUES ('late', 1, 'UPSERT', 10, 'late', 2);
+SELECT status, stale, updated FROM reconcile_batch('twin_b', 'twin_stage', '[{"object_key":"late","version_id":"1","content_hash":"h","rows":1}]');
+SELECT id, val, v, del FROM twin_b WHERE id = 10;
 TRUNCATE twin_stage;
 INSERT INTO twin_stage VALUES ('again', 1, 'UPSERT', 10, 'back', 4);
 SELECT status, updated FROM reconcile_batch('twin_b', 'twin_stage', '[{"object_key":"again","version_id":"1","content_hash":"h","rows":1}]');
