@@ -35,7 +35,7 @@ typedef enum CitusMergePath
 	CITUS_MERGE_WORKERS			/* on the workers, or an error saying why not */
 } CitusMergePath;
 
-#define LOAD_OPTION_KEYS "\"max_rejects\", \"max_reject_share\", \"unknown_columns\" and \"citus_merge\""
+#define LOAD_OPTION_KEYS "\"max_rejects\", \"max_reject_share\", \"unknown_columns\", \"citus_merge\" and \"snapshot\" (a batch's only)"
 #define SNAPSHOT_OPTION_KEYS "\"version\", \"scope\" and \"max_delete_share\""
 
 extern void load_options_init(LoadOptions *opts);
