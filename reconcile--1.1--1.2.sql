@@ -497,3 +497,15 @@ AS 'MODULE_PATHNAME', 'reconcile_purge_tombstones'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION reconcile_purge_tombstones(pg_catalog.regclass, pg_catalog.text, pg_catalog.interval) IS
     'Forgets kept deletes of a target (its owner only): those below before_version (cast to the version column''s type) and/or removed at least older_than ago; under delete_mode tombstone, the tombstone rows below before_version. Returns how many; a key forgotten takes any version again, a lower one included.';
+-- ---- Snapshot batches (issue 23, point 2) ----
+-- reconcile_batch(..., options => '{"snapshot": {"version": V, "scope": ...}}')
+-- declares a batch a complete extract: the scope's live rows it does not
+-- stage become tombstones at V.  The receipt counts them apart from the
+-- staged rows (staged_rows still adds up to the eight dispositions); 1.1's
+-- receipts, which no snapshot wrote, read 0.  The receipt type gains the
+-- same attribute, last, so a 1.1 caller's columns keep their places.
+ALTER TABLE reconcile.receipts
+    ADD COLUMN deleted_absent pg_catalog.int8 NOT NULL DEFAULT 0;
+COMMENT ON COLUMN reconcile.receipts.deleted_absent IS
+    'Target rows a snapshot batch made tombstones because the extract did not hold their key (not staged rows: staged_rows does not count them); 0 for other batches and for receipts written before 1.2.';
+ALTER TYPE reconcile.receipt ADD ATTRIBUTE deleted_absent pg_catalog.int8;

@@ -117,6 +117,7 @@ static const StateColumn receipts_columns[] = {
 	{"committed_at", TIMESTAMPTZOID, NULL, STATE_1_0},
 	{"committed_by", TEXTOID, NULL, STATE_1_0},
 	{"warnings", JSONBOID, NULL, STATE_1_0},
+	{"deleted_absent", INT8OID, NULL, STATE_1_2},
 };
 const StateTable state_receipts = {"receipts", COLUMNS(receipts_columns)};
 

@@ -32,6 +32,7 @@
 #include "citus_merge.h"
 #include "loader.h"
 #include "progress.h"
+#include "snapshot.h"
 #include "rules/rules.h"
 #include "common/sqlname.h"
 #include "common/state.h"
@@ -277,6 +278,9 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	receipt_check_objects(b);
+	/* snapshot.c: checked, and the scope's live rows counted, before the read */
+	if (b->options.snapshot)
+		b->snapshot = snapshot_begin(b);
 	citus_check_batch(b->target, b->staged, b->batch_id);	/* citus_load.c */
 	b->rules = batch_rules_load(b->target, b->staged);	/* rules_attach.c */
 	{
@@ -312,6 +316,7 @@ reconcile_batch(PG_FUNCTION_ARGS)
 		batch_rules_context_pop(b);
 		check_row_counts(b);
 		check_reject_limit(b);
+		snapshot_check_rejects(b);	/* snapshot.c: a snapshot needs every key */
 		batch_rules_gate(b);	/* rules_attach.c: fail rules (dataset checks: merge.c) */
 		pause_point("staged");
 		if (b->target->citus_kind != CITUS_NONE)
@@ -339,6 +344,8 @@ reconcile_batch(PG_FUNCTION_ARGS)
 		else
 			merge_batch(b);
 		stage_release(b);		/* the parallel read's shared sort, now read */
+		if (b->snapshot != NULL)
+			snapshot_apply(b);	/* snapshot.c: the absent rows become tombstones */
 	}
 	pause_point("merged");
 	progress_phase(PHASE_RECEIPT);

@@ -84,6 +84,10 @@ typedef struct BatchState
 
 	/* A batch merged on the Citus workers: its statements' state (citus_merge.c). */
 	struct CitusRun *citus_run;
+
+	/* Option snapshot: its state (snapshot.c), and the rows it tombstoned. */
+	struct SnapshotRun *snapshot;
+	int64		deleted_absent;
 } BatchState;
 
 extern void stage_read(BatchState *batch);
@@ -117,6 +121,7 @@ extern int	reconcile_write_path;
 extern void loader_define_settings(void);
 
 extern void merge_batch(BatchState *batch);
+extern void batch_checksum_add(BatchState *batch, const uint8 *hash);
 
 /* ---- receipt.c ---- */
 
@@ -127,6 +132,7 @@ extern void receipt_write(BatchState *batch, const char *source,
 						  const char *cursor, Jsonb *manifest,
 						  Datum *values, bool *isnull);
 
-#define RECEIPT_NATTS 15
+/* The receipt's attributes; 1.2's last, deleted_absent, is left out on a 1.1 schema. */
+#define RECEIPT_NATTS 16
 
 #endif							/* RECONCILE_LOADER_H */

@@ -36,6 +36,7 @@
 #include "progress.h"
 #include "removed.h"
 #include "rules/rules.h"
+#include "snapshot.h"
 #include "common/state_schema.h"
 #include "writers.h"
 
@@ -109,17 +110,24 @@ write_winner(Merger *m, TupleTableSlot *found, int64 tversion)
 	else
 		writer_put(&m->writer, found, tversion, w->version, &winner);
 
-	/* The receipt's checksum: sum of the written payload hashes mod 2^256. */
+	batch_checksum_add(m->b, w->hash);
+}
+
+/*
+ * The receipt's checksum: sum of the written payload hashes mod 2^256
+ * (winners here, a snapshot's tombstones in snapshot.c).
+ */
+void
+batch_checksum_add(BatchState *b, const uint8 *hash)
+{
+	int			carry = 0;
+
+	for (int i = RECONCILE_SHA256_LEN - 1; i >= 0; i--)
 	{
-		int			carry = 0;
+		int			sum = b->checksum[i] + hash[i] + carry;
 
-		for (int i = RECONCILE_SHA256_LEN - 1; i >= 0; i--)
-		{
-			int			sum = m->b->checksum[i] + w->hash[i] + carry;
-
-			m->b->checksum[i] = sum & 0xff;
-			carry = sum >> 8;
-		}
+		b->checksum[i] = sum & 0xff;
+		carry = sum >> 8;
 	}
 }
 
@@ -260,6 +268,9 @@ merge_group(Merger *m)
 	DecideTarget target;
 	Decision	d;
 
+	/* A snapshot batch stages this key: it is not absent (snapshot.c). */
+	if (m->b->snapshot != NULL)
+		snapshot_add_key(m->b->snapshot, keys);
 	found = probe_find_current(m->probe, m->latest, t, keys, &tversion, &thash, false);
 	/* delete_mode 'remove': a key with no row may have a kept removal. */
 	m->found_removed = found == NULL && m->removed != NULL &&

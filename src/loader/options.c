@@ -28,6 +28,10 @@ load_options_init(LoadOptions *opts)
 	opts->ignore_unknown_columns = false;
 	opts->citus_merge = CITUS_MERGE_AUTO;
 	opts->delete_remove = false;
+	opts->snapshot = false;
+	opts->snapshot_version = NULL;
+	opts->snapshot_scope = NULL;
+	opts->snapshot_max_delete_share = NULL;
 }
 
 static void
@@ -65,6 +69,82 @@ numeric_between(Numeric n, int64 lo, int64 hi)
 	return !numeric_is_nan(n) &&
 		DatumGetBool(DirectFunctionCall2(numeric_ge, d, NumericGetDatum(int64_to_numeric(lo)))) &&
 		DatumGetBool(DirectFunctionCall2(numeric_le, d, NumericGetDatum(int64_to_numeric(hi))));
+}
+
+/*
+ * Option snapshot: {"version": V, "scope": "<predicate>", "max_delete_share":
+ * S}.  Only its shape is checked here; the version is read in the version
+ * column's type and the scope against the target's columns when the batch
+ * runs (snapshot.c).  A registration has no snapshot: it describes one batch.
+ */
+static void
+apply_snapshot(LoadOptions *opts, JsonbValue *v, const char *what)
+{
+	JsonbIterator *it;
+	JsonbValue	f;
+	char	   *key = NULL;
+	Jsonb	   *doc;
+
+	if (strcmp(what, "reconcile_batch") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"snapshot\" of %s is refused: a snapshot describes one batch", what),
+				 errhint("Pass it in the options of the reconcile_batch call that loads the extract.")));
+	if (v->type == jbvNull)
+	{
+		opts->snapshot = false;
+		return;
+	}
+	if (!jbv_is_object(v))
+		option_error(what, "snapshot", "an object {\"version\": ..., \"scope\": ..., \"max_delete_share\": ...} or null", v);
+	doc = JsonbValueToJsonb(v);
+	opts->snapshot = true;
+	opts->snapshot_version = NULL;
+	opts->snapshot_scope = NULL;
+	opts->snapshot_max_delete_share = DatumGetNumeric(DirectFunctionCall3(numeric_in,
+																		  CStringGetDatum("0.1"),
+																		  ObjectIdGetDatum(InvalidOid),
+																		  Int32GetDatum(-1)));
+	it = JsonbIteratorInit(&doc->root);
+	while (jsonb_object_next(&it, &key, &f))
+	{
+		if (strcmp(key, "version") == 0)
+		{
+			if (f.type == jbvString)
+				opts->snapshot_version = jbv_string(&f);
+			else if (f.type == jbvNumeric)
+				opts->snapshot_version = DatumGetCString(DirectFunctionCall1(numeric_out,
+																			 NumericGetDatum(f.val.numeric)));
+			else
+				option_error(what, "snapshot.version", "a number or a string (the snapshot's version, in the target's version type)", &f);
+		}
+		else if (strcmp(key, "scope") == 0)
+		{
+			if (f.type == jbvNull)
+				opts->snapshot_scope = NULL;
+			else if (f.type != jbvString)
+				option_error(what, "snapshot.scope", "a string (a predicate over the target's columns) or null", &f);
+			else
+				opts->snapshot_scope = jbv_string(&f);
+		}
+		else if (strcmp(key, "max_delete_share") == 0)
+		{
+			if (f.type != jbvNumeric || !numeric_between(f.val.numeric, 0, 1))
+				option_error(what, "snapshot.max_delete_share", "a number from 0 to 1 (the largest share of the scope's live rows the snapshot may delete)", &f);
+			else
+				opts->snapshot_max_delete_share = DatumGetNumericCopy(NumericGetDatum(f.val.numeric));
+		}
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown key \"%s\" in option \"snapshot\" of %s", key, what),
+					 errhint("The keys of a snapshot are %s.", SNAPSHOT_OPTION_KEYS)));
+	}
+	if (opts->snapshot_version == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"snapshot\" of %s has no \"version\"", what),
+				 errhint("Pass the version the extract was taken at, for example '{\"snapshot\": {\"version\": 42}}': rows absent from the extract become tombstones at it.")));
 }
 
 /*
@@ -161,6 +241,8 @@ load_options_apply(LoadOptions *opts, Jsonb *doc, const char *what)
 			else
 				option_error(what, key, "\"tombstone\" or \"remove\"", &v);
 		}
+		else if (strcmp(key, "snapshot") == 0)
+			apply_snapshot(opts, &v, what);
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -16,6 +16,16 @@ typedef struct LoadOptions
 	bool		ignore_unknown_columns;
 	int			citus_merge;	/* a CitusMergePath: where a Citus batch merges */
 	bool		delete_remove;	/* delete_mode 'remove' (registration only): removed.c */
+
+	/*
+	 * Option snapshot (snapshot.c), a batch's only: the batch is a complete
+	 * extract of a scope as of a version.  The version and scope are kept as
+	 * given (text) and read against the target when the batch runs.
+	 */
+	bool		snapshot;
+	char	   *snapshot_version;	/* the version's text form */
+	char	   *snapshot_scope; /* a predicate over the target's columns, or NULL */
+	Numeric		snapshot_max_delete_share;	/* default 0.1 */
 } LoadOptions;
 
 /* Option citus_merge (citus_merge.c): which path a Citus batch takes. */
@@ -26,7 +36,8 @@ typedef enum CitusMergePath
 	CITUS_MERGE_WORKERS			/* on the workers, or an error saying why not */
 } CitusMergePath;
 
-#define LOAD_OPTION_KEYS "\"max_rejects\", \"max_reject_share\", \"unknown_columns\" and \"citus_merge\""
+#define LOAD_OPTION_KEYS "\"max_rejects\", \"max_reject_share\", \"unknown_columns\", \"citus_merge\" and \"snapshot\" (a batch's only)"
+#define SNAPSHOT_OPTION_KEYS "\"version\", \"scope\" and \"max_delete_share\""
 
 extern void load_options_init(LoadOptions *opts);
 extern void load_options_apply(LoadOptions *opts, Jsonb *doc, const char *what);

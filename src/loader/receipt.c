@@ -75,15 +75,19 @@ receipt_lookup(const char *batch_id, Oid target, Datum *values, bool *isnull)
 	Datum		args[2];
 	Oid			types[2] = {REGCLASSOID, TEXTOID};
 	int			ret;
+	int			natts;
 
 	args[0] = ObjectIdGetDatum(target);
 	args[1] = CStringGetTextDatum(batch_id);
 	state_user_enter(&su);
-	ret = SPI_execute_with_args("SELECT batch_id, target, 'replayed', inserted, updated,"
-								" deleted, unchanged, stale, duplicates, conflicts, rejected,"
-								" checksum, committed_at, staged_rows, objects"
-								" FROM reconcile.receipts WHERE target OPERATOR(pg_catalog.=) $1"
-								" AND batch_id OPERATOR(pg_catalog.=) $2",
+	/* deleted_absent came with 1.2 (snapshot batches); 1.1's receipts read 0. */
+	natts = state_version() >= STATE_1_2 ? RECEIPT_NATTS : RECEIPT_NATTS - 1;
+	ret = SPI_execute_with_args(psprintf("SELECT batch_id, target, 'replayed', inserted, updated,"
+										 " deleted, unchanged, stale, duplicates, conflicts, rejected,"
+										 " checksum, committed_at, staged_rows, objects%s"
+										 " FROM reconcile.receipts WHERE target OPERATOR(pg_catalog.=) $1"
+										 " AND batch_id OPERATOR(pg_catalog.=) $2",
+										 natts == RECEIPT_NATTS ? ", deleted_absent" : ""),
 								2, types, args, NULL, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "could not read reconcile.receipts");
@@ -99,8 +103,10 @@ receipt_lookup(const char *batch_id, Oid target, Datum *values, bool *isnull)
 	if (SPI_processed == 0)
 		return false;
 
-	for (int i = 0; i < RECEIPT_NATTS; i++)
+	for (int i = 0; i < natts; i++)
 		values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull[i]);
+	for (int i = natts; i < RECEIPT_NATTS; i++)
+		values[i] = Int64GetDatum(0), isnull[i] = false;
 	return true;
 }
 
@@ -239,6 +245,7 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	for (int d = 0; d < DISP_COUNT; d++)
 		state_row_set(receipt, disposition_names[d], Int64GetDatum(b->totals[d]));
 	state_row_set(receipt, "checksum", checksum_text);
+	state_row_set(receipt, "deleted_absent", Int64GetDatum(b->deleted_absent));
 	state_row_set(receipt, "objects", objects);
 	state_row_set(receipt, "committed_at", committed_at);
 	state_row_set(receipt, "committed_by", CStringGetTextDatum(GetUserNameFromId(GetUserId(), false)));
@@ -294,5 +301,6 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	values[12] = committed_at;
 	values[13] = Int64GetDatum(staged);
 	values[14] = objects;
+	values[15] = Int64GetDatum(b->deleted_absent);
 	memset(isnull, 0, sizeof(bool) * RECEIPT_NATTS);
 }
