@@ -160,6 +160,35 @@ check_reject_limit(BatchState *b)
  *		batch_id; returns SETOF reconcile.receipt (one row, the receipt).
  *		Called through 1.0's definition it has no options argument.
  */
+/*
+ * A partial batch (sparse.c) merges its sparse rows over the target's row
+ * as the merge probes it; a Citus target's coordinator holds no rows and
+ * its workers merge in SQL, and row rules run in the read, before a sparse
+ * row is merged: both are refused before anything is read.
+ */
+static void
+check_partial_supported(BatchState *b)
+{
+	if (!b->options.partial)
+		return;
+	if (b->target->citus_kind != CITUS_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("partial batches into table \"%s\", which Citus manages, are not supported yet",
+						b->target->relname),
+				 errdetail("Batch %s has option \"partial\"; sparse rows are merged over the target's row by the coordinator's merge only for tables Citus does not manage.",
+						   b->batch_id),
+				 errhint("Stage whole rows and load without option \"partial\".")));
+	if (batch_rules_has_row_rules(b->rules))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("partial batches into table \"%s\", which has attached row rules, are not supported yet",
+						b->target->relname),
+				 errdetail("Batch %s has option \"partial\"; row rules are evaluated as the rows are read, before a sparse row is merged over the target's row.",
+						   b->batch_id),
+				 errhint("Load whole rows, or detach the row rules with reconcile_set_rules (dataset checks are supported).")));
+}
+
 Datum
 reconcile_batch(PG_FUNCTION_ARGS)
 {
@@ -262,6 +291,7 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	receipt_check_objects(b);
 	citus_check_batch(b->target, b->staged, b->batch_id);	/* citus_load.c */
 	b->rules = batch_rules_load(b->target, b->staged);	/* rules_attach.c */
+	check_partial_supported(b);
 	{
 		int64		total = 0;
 

@@ -27,6 +27,7 @@ load_options_init(LoadOptions *opts)
 	opts->max_reject_share = NULL;
 	opts->ignore_unknown_columns = false;
 	opts->citus_merge = CITUS_MERGE_AUTO;
+	opts->partial = false;
 }
 
 static void
@@ -135,6 +136,15 @@ load_options_apply(LoadOptions *opts, Jsonb *doc, const char *what)
 				opts->citus_merge = CITUS_MERGE_COORDINATOR;
 			else
 				option_error(what, key, "\"workers\" or \"coordinator\"", &v);
+		}
+		else if (strcmp(key, "partial") == 0)
+		{
+			if (v.type == jbvNull)
+				opts->partial = false;
+			else if (v.type == jbvBool)
+				opts->partial = v.val.boolean;
+			else
+				option_error(what, key, "true (staged rows may name their present columns in present_columns), false or null", &v);
 		}
 		else
 			ereport(ERROR,

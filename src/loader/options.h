@@ -15,6 +15,7 @@ typedef struct LoadOptions
 	Numeric		max_reject_share;	/* NULL: no limit */
 	bool		ignore_unknown_columns;
 	int			citus_merge;	/* a CitusMergePath: where a Citus batch merges */
+	bool		partial;		/* sparse rows: the stage's present_columns (stage.c, sparse.c) */
 } LoadOptions;
 
 /* Option citus_merge (citus_merge.c): which path a Citus batch takes. */
@@ -25,7 +26,7 @@ typedef enum CitusMergePath
 	CITUS_MERGE_WORKERS			/* on the workers, or an error saying why not */
 } CitusMergePath;
 
-#define LOAD_OPTION_KEYS "\"max_rejects\", \"max_reject_share\", \"unknown_columns\" and \"citus_merge\""
+#define LOAD_OPTION_KEYS "\"max_rejects\", \"max_reject_share\", \"unknown_columns\", \"citus_merge\" and \"partial\""
 
 extern void load_options_init(LoadOptions *opts);
 extern void load_options_apply(LoadOptions *opts, Jsonb *doc, const char *what);
