@@ -477,3 +477,14 @@ AS 'MODULE_PATHNAME', 'reconcile_load'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 1;
 COMMENT ON FUNCTION reconcile_load(pg_catalog.regclass, pg_catalog.name, pg_catalog.text, pg_catalog.jsonb) IS
     'Lists a reconcile_objects server after the cursor, stages the new object versions and runs reconcile_batch in one transaction; returns its receipt (none when nothing is new). options: staged, source, start_after, latest_only, the listing options, the staging options and the load options.';
+
+-- Sparse updates (issue 23: 4, option "partial"): a held sparse row keeps
+-- the payload columns it carried and the hash of the target row it was
+-- merged over, so that reconcile_resolve writes its merged payload only
+-- over that same row (docs/loader.md, "Sparse updates").
+ALTER TABLE reconcile.conflicts ADD COLUMN present_columns pg_catalog.text[];
+ALTER TABLE reconcile.conflicts ADD COLUMN merged_over pg_catalog.bytea;
+COMMENT ON COLUMN reconcile.conflicts.present_columns IS
+    'A sparse row of a partial batch: the payload columns it carried (its staged_payload is merged over the target''s row); NULL for a whole row.';
+COMMENT ON COLUMN reconcile.conflicts.merged_over IS
+    'A sparse row: the payload hash of the target''s row it was merged over, NULL where the target held no row of the key.';

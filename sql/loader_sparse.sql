@@ -103,6 +103,26 @@ SELECT status, version, choice, outcome
                            WHERE object_key = 's3' AND source_row = 1));
 SELECT * FROM sp_rows WHERE id = 1;
 
+-- A held sparse row records the columns it carried and the target row it
+-- was merged over.  Once a later batch has written another row under it
+-- (key 1 at v4 from a whole row), resolving the held v5 would write a
+-- payload merged over a row that is gone: refused (55000), nothing written.
+INSERT INTO sp_stage VALUES
+    ('s8', 1, 'UPSERT', '1', '5', 'Zed', NULL, NULL, '{name}'),
+    ('s8', 2, 'UPSERT', '1', '5', NULL, 'Zagreb', NULL, '{city}'),
+    ('s9', 1, 'UPSERT', '1', '4', 'Anna', 'Turku', '12', NULL);
+SELECT * FROM load('sp', 's8');
+SELECT source_row, present_columns, merged_over = (SELECT payload_hash FROM sp WHERE id = 1)
+       AS merged_over_target
+  FROM reconcile.conflicts WHERE object_key = 's8' ORDER BY source_row;
+SELECT * FROM load('sp', 's9');
+SELECT status, outcome
+  FROM reconcile_resolve('sp', (SELECT DISTINCT batch_id FROM reconcile.conflicts WHERE object_key = 's8'),
+                         '{"id": 1}',
+                         (SELECT staged_hash FROM reconcile.conflicts
+                           WHERE object_key = 's8' AND source_row = 1));
+SELECT * FROM sp_rows WHERE id = 1;
+
 -- A key the target does not hold: absent columns are NULL (7), or come from
 -- a lower staged version of the batch (8: v1 whole, v2 {score}).  A DELETE
 -- is whole and keeps the row's payload; a sparse UPSERT above it merges over
@@ -179,14 +199,14 @@ SELECT reconcile_register('sp_general', '{id}', 'version', 'is_deleted', 'payloa
                           conflict_policy => 'quarantine');
 SET reconcile.write_path = 'general';
 SELECT obj, (load('sp_general', obj)).*
-  FROM unnest('{base,s1,s2,s3,s4,s6,s7}'::text[]) WITH ORDINALITY AS o(obj, n) ORDER BY n;
+  FROM unnest('{base,s1,s2,s3,s8,s9,s4,s6,s7}'::text[]) WITH ORDINALITY AS o(obj, n) ORDER BY n;
 RESET reconcile.write_path;
 SELECT (SELECT count(*) FROM sp s JOIN sp_general g USING (id)
          WHERE (s.name, s.city, s.score, s.version, s.is_deleted, s.payload_hash)
                IS NOT DISTINCT FROM (g.name, g.city, g.score, g.version, g.is_deleted, g.payload_hash))
        AS same_rows,
        (SELECT count(*) FROM sp) AS sp_rows, (SELECT count(*) FROM sp_general) AS general_rows;
--- (key 1 differs only because sp's conflict was resolved)
+-- (no row differs: key 1's resolution in sp was overwritten by s9 in both)
 SELECT s.id, s.name, g.name AS general_name FROM sp s JOIN sp_general g USING (id)
  WHERE s.payload_hash IS DISTINCT FROM g.payload_hash ORDER BY id;
 

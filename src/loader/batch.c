@@ -32,6 +32,7 @@
 #include "loader.h"
 #include "progress.h"
 #include "rules/rules.h"
+#include "common/state_schema.h"
 #include "common/sqlname.h"
 #include "common/state.h"
 
@@ -171,6 +172,13 @@ check_partial_supported(BatchState *b)
 {
 	if (!b->options.partial)
 		return;
+	if (state_version() < STATE_1_2)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("partial batches need the reconcile 1.2 schema"),
+				 errdetail("Batch %s into table \"%s\" has option \"partial\"; the installed schema is older and cannot hold a sparse row's conflicts.",
+						   b->batch_id, b->target->relname),
+				 errhint("Run ALTER EXTENSION reconcile UPDATE.")));
 	if (b->target->citus_kind != CITUS_NONE)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

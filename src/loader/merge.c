@@ -221,6 +221,14 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 			state_row_set(out, "staged_hash", PointerGetDatum(h));
 			if (found && c->version == tversion && thash != NULL)
 				state_row_set(out, "existing_hash", PointerGetDatum(thash));
+			if (m->group_sparse && m->sgroup.present[i] != NULL)
+			{
+				/* reconcile_resolve writes it only over the same target row */
+				state_row_set_text(out, "present_columns",
+								   sparse_present_text(t, m->sgroup.present[i]));
+				if (found && thash != NULL)
+					state_row_set(out, "merged_over", PointerGetDatum(thash));
+			}
 			if (m->hold_payloads)
 			{
 				state_row_set(out, "version_id", CStringGetTextDatum(m->b->manifest->entries[row->obj].version_id));

@@ -21,7 +21,11 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/lsyscache.h"
 
 #include "loader.h"
 #include "payload.h"
@@ -154,4 +158,22 @@ sparse_merge(SparseMerger *s, SparseGroup *g, TupleTableSlot *found, int64 tvers
 		}
 		hi = lo - 1;
 	}
+}
+
+/* A sparse row's present columns as a text[]'s text form, for a held row. */
+char *
+sparse_present_text(TargetInfo *t, bytea *present)
+{
+	Datum	   *names = palloc(sizeof(Datum) * Max(t->npayload, 1));
+	int			n = 0;
+	Oid			outfunc;
+	bool		varlena;
+
+	for (int c = 0; c < t->npayload; c++)
+		if (PRESENT_BIT((uint8 *) VARDATA(present), c))
+			names[n++] = CStringGetTextDatum(t->payload[c].name);
+	getTypeOutputInfo(TEXTARRAYOID, &outfunc, &varlena);
+	return OidOutputFunctionCall(outfunc,
+								 PointerGetDatum(construct_array(names, n, TEXTOID, -1, false,
+																 TYPALIGN_INT)));
 }

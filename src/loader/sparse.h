@@ -26,5 +26,6 @@ typedef struct SparseMerger SparseMerger;
 extern SparseMerger *sparse_create(TargetInfo *t);
 extern void sparse_merge(SparseMerger *s, SparseGroup *g, TupleTableSlot *found,
 						 int64 tversion);
+extern char *sparse_present_text(TargetInfo *t, bytea *present);
 
 #endif							/* RECONCILE_SPARSE_H */
