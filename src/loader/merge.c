@@ -103,6 +103,14 @@ write_winner(Merger *m, TupleTableSlot *found, int64 tversion)
 	winner.payload_isnull = &m->isnull[first_payload];
 	winner.version = version_datum(m->t, w->version);
 	winner.tombstone = w->tombstone;
+	winner.tombstone_payload = false;
+	if (w->tombstone && m->group_sparse && m->sgroup.have_kept)
+	{
+		/* a partial batch's tombstone keeps the key's state below it (sparse.c) */
+		winner.payload = m->sgroup.kept;
+		winner.payload_isnull = m->sgroup.kept_isnull;
+		winner.tombstone_payload = true;
+	}
 	winner.hash = PointerGetDatum(h);
 	writer_put(&m->writer, found, tversion, w->version, &winner);
 
@@ -304,6 +312,13 @@ merge_group(Merger *m)
 	target.hash = thash != NULL && VARSIZE_ANY_EXHDR(thash) == RECONCILE_SHA256_LEN ?
 		(const uint8 *) VARDATA_ANY(thash) : NULL;
 	target.tombstone = false;	/* the rule does not depend on it */
+	/*
+	 * A partial batch merges a key with a sparse row, and one whose winner
+	 * is a DELETE above lower staged versions: its tombstone keeps their
+	 * state (sparse.c).
+	 */
+	if (m->sparse != NULL && m->nrows > 1 && m->cand[0].tombstone)
+		m->group_sparse = true;
 	if (m->group_sparse)
 		merge_sparse_rows(m, found, tversion);
 	d = decide_key(m->cand, m->nrows, &target, m->disp);

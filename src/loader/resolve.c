@@ -387,6 +387,7 @@ load_choice(TargetInfo *t, HeldRow *rows, int nrows, HeldRow *w, int64 v,
 		winner.payload_isnull = payload_isnull;
 		winner.version = version_datum(t, w->version);
 		winner.tombstone = w->deleted;
+		winner.tombstone_payload = false;
 		winner.hash = PointerGetDatum(w->staged_hash);
 		writer_open(&writer, t, text_to_cstring(batch_id), false);
 		writer_put(&writer, found, tversion, wversion, &winner);

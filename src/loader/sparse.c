@@ -14,10 +14,12 @@
  * either write path, is what applying the rows one at a time in version
  * order would leave.  Rows at or below the target's version (stale or at
  * its version) merge over the target's row and move nothing.  A DELETE is
- * whole and keeps the payload it finds (a tombstone keeps the row's last
- * payload), except on a key nothing holds yet, where its own staged
- * payload is what the tombstone keeps.  A key that neither the target nor
- * a lower staged UPSERT holds gives absent columns NULL.
+ * whole (its hash is its staged row's) and moves the key's state no
+ * further: its tombstone keeps the payload below it, with the batch's
+ * lower versions applied (the writers then write the tombstone's payload
+ * too), except on a key nothing holds yet, where its own staged payload is
+ * what the tombstone keeps, as for any new key.  A key that neither the
+ * target nor a lower staged UPSERT holds gives absent columns NULL.
  */
 #include "postgres.h"
 
@@ -109,6 +111,7 @@ sparse_merge(SparseMerger *s, SparseGroup *g, TupleTableSlot *found, int64 tvers
 	TargetInfo *t = s->t;
 	bool		have_base = found != NULL;
 
+	g->have_kept = false;
 	if (found != NULL)
 		base_from_target(s, found);
 	else
@@ -123,6 +126,22 @@ sparse_merge(SparseMerger *s, SparseGroup *g, TupleTableSlot *found, int64 tvers
 		/* The rows of one version: lo..hi. */
 		while (lo > 0 && g->cand[lo - 1].version == g->cand[hi].version)
 			lo--;
+
+		/*
+		 * The winner's version, a DELETE above the target's: its tombstone
+		 * keeps the key's state below it, as applying the batch's versions
+		 * one at a time would leave it (where nothing holds the key yet, its
+		 * own staged payload, as for any new key's tombstone).
+		 */
+		if (lo == 0 && g->cand[0].tombstone && have_base &&
+			(found == NULL || g->cand[0].version > tversion))
+		{
+			g->kept = palloc(sizeof(Datum) * Max(t->npayload, 1));
+			g->kept_isnull = palloc(sizeof(bool) * Max(t->npayload, 1));
+			memcpy(g->kept, s->base, sizeof(Datum) * t->npayload);
+			memcpy(g->kept_isnull, s->base_isnull, sizeof(bool) * t->npayload);
+			g->have_kept = true;
+		}
 		for (int k = lo; k <= hi; k++)
 		{
 			if (g->cand[k].tombstone || g->present[k] == NULL)

@@ -19,6 +19,11 @@ typedef struct SparseGroup
 	Datum	  **payload;		/* per row: npayload values, merged in place */
 	bool	  **payload_isnull;
 	bytea	  **present;		/* per row: its bitmap (loader.h), NULL if whole */
+
+	/* Out: the payload a DELETE winner's tombstone keeps, if have_kept. */
+	bool		have_kept;
+	Datum	   *kept;
+	bool	   *kept_isnull;
 } SparseGroup;
 
 typedef struct SparseMerger SparseMerger;
