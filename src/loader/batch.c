@@ -165,7 +165,9 @@ check_reject_limit(BatchState *b)
  * A partial batch (sparse.c) merges its sparse rows over the target's row
  * as the merge probes it; a Citus target's coordinator holds no rows and
  * its workers merge in SQL, and row rules run in the read, before a sparse
- * row is merged: both are refused before anything is read.
+ * row is merged (check_partial_rules, once the rules are loaded): both are
+ * refused before anything is read, and so is a schema before 1.2, whose
+ * reconcile.conflicts cannot say a held row was sparse.
  */
 static void
 check_partial_supported(BatchState *b)
@@ -187,7 +189,12 @@ check_partial_supported(BatchState *b)
 				 errdetail("Batch %s has option \"partial\"; sparse rows are merged over the target's row by the coordinator's merge only for tables Citus does not manage.",
 						   b->batch_id),
 				 errhint("Stage whole rows and load without option \"partial\".")));
-	if (batch_rules_has_row_rules(b->rules))
+}
+
+static void
+check_partial_rules(BatchState *b)
+{
+	if (b->options.partial && batch_rules_has_row_rules(b->rules))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("partial batches into table \"%s\", which has attached row rules, are not supported yet",
@@ -297,9 +304,10 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	receipt_check_objects(b);
+	check_partial_supported(b);
 	citus_check_batch(b->target, b->staged, b->batch_id);	/* citus_load.c */
 	b->rules = batch_rules_load(b->target, b->staged);	/* rules_attach.c */
-	check_partial_supported(b);
+	check_partial_rules(b);
 	{
 		int64		total = 0;
 
