@@ -3,6 +3,7 @@
 # and against a hand-written SQL merge of the same sparse feed.
 #
 #   bash bench/loader/sparse.sh [--rows N] [--changes M] [--repeat R] [--db NAME]
+#                               [--contenders "full sparse sql"]
 #
 # Runs on the cluster tools/lib.sh's export_pg_env points at (set
 # RECONCILE_PG_BINDIR and RECONCILE_PGPORT first; tools/setup.sh makes one),
@@ -25,13 +26,15 @@ ROWS=1000000
 CHANGES=
 REPEAT=3
 DB=reconcile_bench_sparse
+CONTENDERS="full sparse sql"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rows) ROWS=$2; shift 2 ;;
 	--changes) CHANGES=$2; shift 2 ;;
 	--repeat) REPEAT=$2; shift 2 ;;
 	--db) DB=$2; shift 2 ;;
-	-h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--contenders) CONTENDERS=$2; shift 2 ;;
+	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown argument: $1" >&2; exit 2 ;;
 	esac
 done
@@ -127,19 +130,20 @@ SQL
 
 declare -A times
 for r in $(seq 1 "$REPEAT"); do
-	for c in full sparse sql; do
+	for c in $CONTENDERS; do
 		times[$c,$r]=$(run "$c" "$r")
 		printf 'round %s %-6s %8.3f s\n' "$r" "$c" "${times[$c,$r]}"
 	done
 done
-# The three targets must agree row for row.
-"${PSQL[@]}" -d "$DB" -At -c "SELECT 'rows differing, full vs sparse: ' || count(*) FROM t_full a JOIN t_sparse b USING (id) WHERE (a.*)::text <> (b.*)::text" \
-	-c "SELECT 'rows differing, sql vs sparse: ' || count(*) FROM t_sql a JOIN t_sparse b USING (id) WHERE (a.*)::text <> (b.*)::text"
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
-for c in full sparse sql; do
+for c in $CONTENDERS; do
 	printf '%-6s median %8.3f s\n' "$c" "$(for r in $(seq 1 "$REPEAT"); do echo "${times[$c,$r]}"; done | median)"
 done
+case " $CONTENDERS " in *" sparse "*) ;; *) CONTENDERS= ;; esac
 for d in full sql; do
+	case " $CONTENDERS " in *" $d "*) ;; *) continue ;; esac
+	# The targets must agree row for row.
+	"${PSQL[@]}" -d "$DB" -At -c "SELECT 'rows differing, $d vs sparse: ' || count(*) FROM t_$d a JOIN t_sparse b USING (id) WHERE (a.*)::text <> (b.*)::text"
 	ratios=$(for r in $(seq 1 "$REPEAT"); do echo "${times[sparse,$r]} ${times[$d,$r]}" | awk '{printf "%.3f\n", $1 / $2}'; done)
 	printf 'sparse/%-4s median %s (min %s, max %s)\n' "$d" "$(echo "$ratios" | median)" \
 		"$(echo "$ratios" | sort -g | head -1)" "$(echo "$ratios" | sort -g | tail -1)"
