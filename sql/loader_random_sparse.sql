@@ -289,3 +289,8 @@ SELECT count(*) AS violations FROM violations;
 SELECT * FROM violations ORDER BY n LIMIT 10;
 SELECT model_mismatches('rsp') AS rsp_mismatches, model_mismatches('rsp_g') AS general_mismatches,
        (SELECT count(*) FROM rsp) = (SELECT count(*) FROM model) AS same_keys;
+
+DROP FUNCTION model_batch(text[]), model_mismatches(text), doc_hash(text[], boolean);
+DROP TABLE rsp, rsp_g, rss, gen_rows, gen_batches, violations, model;
+DROP TABLE IF EXISTS mrows;
+DROP EXTENSION reconcile;

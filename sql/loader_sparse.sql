@@ -282,3 +282,8 @@ SELECT source_row, column_name, raw_value, reason FROM reconcile.rejects
 SELECT id, name, city, score, version,
        payload_hash = doc_hash(name, city, score, is_deleted) AS hash_ok
   FROM sp_all ORDER BY id;
+
+DROP VIEW sp_rows, sp_stage_jsonb, sp_event_stage;
+DROP TABLE sp, sp_stage, sp_general, sp_one, sp_all, sp_all_general, sp_events;
+DROP FUNCTION load(regclass, text, jsonb), doc_hash(text, text, integer, boolean);
+DROP EXTENSION reconcile;

@@ -85,3 +85,7 @@ SELECT status, outcome FROM reconcile_resolve('acct',
     (SELECT DISTINCT batch_id FROM reconcile.conflicts WHERE object_key = 'p1'), '{"id": 4}',
     (SELECT staged_hash FROM reconcile.conflicts WHERE object_key = 'p1' AND source_row = 2));
 SELECT id, name, city, v FROM acct WHERE id = 4;
+
+DROP TABLE acct, acct_stage, acct_copy, sparse_stage, before_upgrade;
+DROP FUNCTION state_rows();
+DROP EXTENSION reconcile;
