@@ -509,3 +509,13 @@ ALTER TABLE reconcile.receipts
 COMMENT ON COLUMN reconcile.receipts.deleted_absent IS
     'Target rows a snapshot batch made tombstones because the extract did not hold their key (not staged rows: staged_rows does not count them); 0 for other batches and for receipts written before 1.2.';
 ALTER TYPE reconcile.receipt ADD ATTRIBUTE deleted_absent pg_catalog.int8;
+-- Sparse updates (issue 23: 4, option "partial"): a held sparse row keeps
+-- the payload columns it carried and the hash of the target row it was
+-- merged over, so that reconcile_resolve writes its merged payload only
+-- over that same row (docs/loader.md, "Sparse updates").
+ALTER TABLE reconcile.conflicts ADD COLUMN present_columns pg_catalog.text[];
+ALTER TABLE reconcile.conflicts ADD COLUMN merged_over pg_catalog.bytea;
+COMMENT ON COLUMN reconcile.conflicts.present_columns IS
+    'A sparse row of a partial batch: the payload columns it carried (its staged_payload is merged over the target''s row); NULL for a whole row.';
+COMMENT ON COLUMN reconcile.conflicts.merged_over IS
+    'A sparse row: the payload hash of the target''s row it was merged over, NULL where the target held no row of the key.';

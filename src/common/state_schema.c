@@ -46,6 +46,8 @@ static const StateColumn conflicts_columns[] = {
 	{"staged_payload", JSONBOID, NULL, STATE_1_1},
 	{"existing_payload", JSONBOID, NULL, STATE_1_1},
 	/* key_pinned (1.2) is left to its default: true for a row written now */
+	{"present_columns", TEXTOID, "pg_catalog.text[]", STATE_1_2},	/* text form */
+	{"merged_over", BYTEAOID, NULL, STATE_1_2},
 };
 const StateTable state_conflicts = {"conflicts", COLUMNS(conflicts_columns)};
 

@@ -199,6 +199,10 @@ typedef struct UpdateSource
 {
 	char	   *from;			/* a FROM item named w */
 	const char *filter;			/* the condition that picks the action's rows */
+	const char *deleted;		/* an update's deleted column: w.d, or false where
+								 * the winners come as arrays (no tombstone among
+								 * them: only a partial batch, refused on Citus,
+								 * updates to a tombstone with its payload) */
 	int			nparams;
 	Oid		   *types;
 	Datum	   *values;
@@ -265,6 +269,7 @@ update_sources(ApplyWriter *m, const char *tmp, char action, int *nsrc)
 		src->from = psprintf("%s AS w", tmp);
 		src->filter = action == ACTION_UPDATE ? "w.a OPERATOR(pg_catalog.=) 'U'" :
 			"w.a OPERATOR(pg_catalog.=) 'D'";
+		src->deleted = "w.d";
 		*nsrc = 1;
 		return src;
 	}
@@ -329,6 +334,7 @@ update_sources(ApplyWriter *m, const char *tmp, char action, int *nsrc)
 		}
 		src[r].nparams = ncols;
 		src[r].from = psprintf("ROWS FROM (%s) AS w(%s)", from.data, names.data);
+		src[r].deleted = "false";
 		src[r].filter = distk < 0 ? "true" :
 			psprintf("t.%s %s ANY ($%d)", quote_identifier(t->keys[distk].name),
 					 operator_sql(t->key_eq_ops[distk]), distk + 1);
@@ -404,11 +410,11 @@ apply_run(ApplyWriter *m)
 
 		for (int i = 0; i < nsrc; i++)
 		{
-			sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = false, %s = w.h%s FROM %s"
+			sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = %s, %s = w.h%s FROM %s"
 						   " WHERE %s%s AND t.%s OPERATOR(pg_catalog.<) w.v",
 						   t->qualname, quote_identifier(t->version.name),
-						   quote_identifier(t->deleted.name), quote_identifier(t->hash.name),
-						   set.data, src[i].from, src[i].filter, keymatch.data,
+						   quote_identifier(t->deleted.name), src[i].deleted,
+						   quote_identifier(t->hash.name), set.data, src[i].from, src[i].filter, keymatch.data,
 						   quote_identifier(t->version.name));
 			if (SPI_execute_with_args(sql, src[i].nparams, src[i].types, src[i].values, NULL,
 									  false, 0) != SPI_OK_UPDATE)

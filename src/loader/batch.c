@@ -34,6 +34,7 @@
 #include "progress.h"
 #include "snapshot.h"
 #include "rules/rules.h"
+#include "common/state_schema.h"
 #include "common/sqlname.h"
 #include "common/state.h"
 
@@ -162,6 +163,49 @@ check_reject_limit(BatchState *b)
  *		batch_id; returns SETOF reconcile.receipt (one row, the receipt).
  *		Called through 1.0's definition it has no options argument.
  */
+/*
+ * A partial batch (sparse.c) merges its sparse rows over the target's row
+ * as the merge probes it; a Citus target's coordinator holds no rows and
+ * its workers merge in SQL, and row rules run in the read, before a sparse
+ * row is merged (check_partial_rules, once the rules are loaded): both are
+ * refused before anything is read, and so is a schema before 1.2, whose
+ * reconcile.conflicts cannot say a held row was sparse.
+ */
+static void
+check_partial_supported(BatchState *b)
+{
+	if (!b->options.partial)
+		return;
+	if (state_version() < STATE_1_2)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("partial batches need the reconcile 1.2 schema"),
+				 errdetail("Batch %s into table \"%s\" has option \"partial\"; the installed schema is older and cannot hold a sparse row's conflicts.",
+						   b->batch_id, b->target->relname),
+				 errhint("Run ALTER EXTENSION reconcile UPDATE.")));
+	if (b->target->citus_kind != CITUS_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("partial batches into table \"%s\", which Citus manages, are not supported yet",
+						b->target->relname),
+				 errdetail("Batch %s has option \"partial\"; sparse rows are merged over the target's row by the coordinator's merge only for tables Citus does not manage.",
+						   b->batch_id),
+				 errhint("Stage whole rows and load without option \"partial\".")));
+}
+
+static void
+check_partial_rules(BatchState *b)
+{
+	if (b->options.partial && batch_rules_has_row_rules(b->rules))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("partial batches into table \"%s\", which has attached row rules, are not supported yet",
+						b->target->relname),
+				 errdetail("Batch %s has option \"partial\"; row rules are evaluated as the rows are read, before a sparse row is merged over the target's row.",
+						   b->batch_id),
+				 errhint("Load whole rows, or detach the row rules with reconcile_set_rules (dataset checks are supported).")));
+}
+
 Datum
 reconcile_batch(PG_FUNCTION_ARGS)
 {
@@ -281,8 +325,10 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	/* snapshot.c: checked, and the scope's live rows counted, before the read */
 	if (b->options.snapshot)
 		b->snapshot = snapshot_begin(b);
+	check_partial_supported(b);
 	citus_check_batch(b->target, b->staged, b->batch_id);	/* citus_load.c */
 	b->rules = batch_rules_load(b->target, b->staged);	/* rules_attach.c */
+	check_partial_rules(b);
 	{
 		int64		total = 0;
 

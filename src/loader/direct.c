@@ -334,8 +334,11 @@ direct_update(DirectWriter *w, TupleTableSlot *found, const Winner *winner)
 		   sizeof(Datum) * slot->tts_tupleDescriptor->natts);
 	memcpy(slot->tts_isnull, found->tts_isnull,
 		   sizeof(bool) * slot->tts_tupleDescriptor->natts);
-	/* A tombstone keeps the row's last payload; only its state moves. */
-	direct_fill(w, winner, slot, !winner->tombstone);
+	/*
+	 * A tombstone keeps the row's last payload, only its state moves; a
+	 * partial batch's keeps the key's state below it (sparse.c).
+	 */
+	direct_fill(w, winner, slot, !winner->tombstone || winner->tombstone_payload);
 	ExecStoreVirtualTuple(slot);
 	direct_update_row(w, &found->tts_tid, slot);
 }

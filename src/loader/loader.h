@@ -51,6 +51,14 @@ extern const char *const disposition_names[DISP_COUNT];
 #define SORT_ATT_VERSION	4	/* int8 */
 #define SORT_ATT_HASH		5	/* bytea: payload hash */
 #define SORT_ATT_FIRST_KEY	6
+/*
+ * After the payload: a partial batch's sparse row has a bitmap of its
+ * present payload columns (bytea, bit i of byte i / 8 for payload column
+ * i); NULL for a whole row.  Its hash is then made over the merged row by
+ * sparse.c, in the merge.
+ */
+#define SORT_ATT_PRESENT(t)	(SORT_ATT_FIRST_KEY + (t)->nkeys + (t)->npayload)
+#define PRESENT_BIT(bits, i)	(((bits)[(i) / 8] >> ((i) % 8)) & 1)
 
 typedef struct BatchState
 {

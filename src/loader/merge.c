@@ -37,6 +37,7 @@
 #include "removed.h"
 #include "rules/rules.h"
 #include "snapshot.h"
+#include "sparse.h"
 #include "common/state_schema.h"
 #include "writers.h"
 
@@ -79,6 +80,10 @@ typedef struct Merger
 	/* delete_mode 'remove': the kept removals (removed.c), else NULL. */
 	Removed    *removed;
 	bool		found_removed;	/* the current key's is a kept removal */
+	/* A partial batch (sparse.c): its sparse rows merged before deciding. */
+	SparseMerger *sparse;
+	bool		group_sparse;	/* the current key has a sparse row */
+	SparseGroup sgroup;			/* per row: merged payloads, NULL until merged */
 } Merger;
 
 /* How many conflicts an 'abort' error names. */
@@ -99,10 +104,18 @@ write_winner(Merger *m, TupleTableSlot *found, int64 tversion)
 	SET_VARSIZE(h, VARHDRSZ + RECONCILE_SHA256_LEN);
 	memcpy(VARDATA(h), w->hash, RECONCILE_SHA256_LEN);
 	winner.keys = &m->values[SORT_ATT_FIRST_KEY - 1];
-	winner.payload = &m->values[first_payload];
+	winner.payload = &m->values[first_payload];	/* merged in place if sparse */
 	winner.payload_isnull = &m->isnull[first_payload];
 	winner.version = version_datum(m->t, w->version);
 	winner.tombstone = w->tombstone;
+	winner.tombstone_payload = false;
+	if (w->tombstone && m->group_sparse && m->sgroup.have_kept)
+	{
+		/* a partial batch's tombstone keeps the key's state below it (sparse.c) */
+		winner.payload = m->sgroup.kept;
+		winner.payload_isnull = m->sgroup.kept_isnull;
+		winner.tombstone_payload = true;
+	}
 	winner.hash = PointerGetDatum(h);
 	if (m->removed != NULL)
 		removed_write(m->removed, &m->writer, found, m->found_removed, tversion,
@@ -148,6 +161,8 @@ held_payload(Merger *m, int i)
 
 	if (i == 0)
 		return payload_to_jsonb(m->t, &m->values[first_payload], &m->isnull[first_payload]);
+	if (m->group_sparse)		/* a sparse key's rows are held merged */
+		return payload_to_jsonb(m->t, m->sgroup.payload[i], m->sgroup.payload_isnull[i]);
 	ExecStoreMinimalTuple(m->rows[i].tuple, m->rowslot, false);
 	slot_getallattrs(m->rowslot);
 	return payload_to_jsonb(m->t, &m->rowslot->tts_values[first_payload],
@@ -230,6 +245,14 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 			state_row_set(out, "staged_hash", PointerGetDatum(h));
 			if ((found || m->found_removed) && c->version == tversion && thash != NULL)
 				state_row_set(out, "existing_hash", PointerGetDatum(thash));
+			if (m->group_sparse && m->sgroup.present[i] != NULL)
+			{
+				/* reconcile_resolve writes it only over the same target row */
+				state_row_set_text(out, "present_columns",
+								   sparse_present_text(t, m->sgroup.present[i]));
+				if (found && thash != NULL)
+					state_row_set(out, "merged_over", PointerGetDatum(thash));
+			}
 			if (m->hold_payloads)
 			{
 				state_row_set(out, "version_id", CStringGetTextDatum(m->b->manifest->entries[row->obj].version_id));
@@ -256,6 +279,46 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 	}
 }
 
+/*
+ * A partial batch's key with a sparse row: every row's payload, in the
+ * target's types, for sparse.c to merge in place (the first row's is the
+ * group's copy, which the winner is written from), and its hash.
+ */
+static void
+merge_sparse_rows(Merger *m, TupleTableSlot *found, int64 tversion)
+{
+	TargetInfo *t = m->t;
+	int			first_payload = SORT_ATT_FIRST_KEY - 1 + t->nkeys;
+	SparseGroup *g = &m->sgroup;
+
+	g->nrows = m->nrows;
+	g->cand = m->cand;
+	g->payload = palloc(sizeof(Datum *) * m->nrows);
+	g->payload_isnull = palloc(sizeof(bool *) * m->nrows);
+	g->present = palloc(sizeof(bytea *) * m->nrows);
+	for (int i = 0; i < m->nrows; i++)
+	{
+		Datum	   *values = m->values;
+		bool	   *isnull = m->isnull;
+
+		if (i > 0)
+		{
+			/* the row's tuple (group_add) outlives the slot's hold of it */
+			ExecStoreMinimalTuple(m->rows[i].tuple, m->rowslot, false);
+			slot_getallattrs(m->rowslot);
+			values = palloc(sizeof(Datum) * m->b->sortdesc->natts);
+			isnull = palloc(sizeof(bool) * m->b->sortdesc->natts);
+			memcpy(values, m->rowslot->tts_values, sizeof(Datum) * m->b->sortdesc->natts);
+			memcpy(isnull, m->rowslot->tts_isnull, sizeof(bool) * m->b->sortdesc->natts);
+		}
+		g->payload[i] = &values[first_payload];
+		g->payload_isnull[i] = &isnull[first_payload];
+		g->present[i] = isnull[SORT_ATT_PRESENT(t) - 1] ? NULL :
+			DatumGetByteaP(values[SORT_ATT_PRESENT(t) - 1]);
+	}
+	sparse_merge(m->sparse, g, found, tversion);
+}
+
 /* Decide every row of the current key (decide.c), then write or hold it. */
 static void
 merge_group(Merger *m)
@@ -280,6 +343,15 @@ merge_group(Merger *m)
 	target.hash = thash != NULL && VARSIZE_ANY_EXHDR(thash) == RECONCILE_SHA256_LEN ?
 		(const uint8 *) VARDATA_ANY(thash) : NULL;
 	target.tombstone = false;	/* the rule does not depend on it */
+	/*
+	 * A partial batch merges a key with a sparse row, and one whose winner
+	 * is a DELETE above lower staged versions: its tombstone keeps their
+	 * state (sparse.c).
+	 */
+	if (m->sparse != NULL && m->nrows > 1 && m->cand[0].tombstone)
+		m->group_sparse = true;
+	if (m->group_sparse)
+		merge_sparse_rows(m, found, tversion);
 	d = decide_key(m->cand, m->nrows, &target, m->disp);
 
 	if (d.conflict)
@@ -347,6 +419,7 @@ group_start(Merger *m, TupleTableSlot *slot)
 	}
 	MemoryContextSwitchTo(old);
 	m->nrows = 0;
+	m->group_sparse = false;
 }
 
 static void
@@ -375,11 +448,14 @@ group_add(Merger *m, TupleTableSlot *slot)
 
 	/*
 	 * The first row's values are the group's copy; a later row's tuple is
-	 * kept in case the key is held back with its payload.  Only keys with
-	 * several staged rows pay for it.
+	 * kept in case the key is held back with its payload, or in a partial
+	 * batch for its merge (sparse.c).  Only keys with several staged rows
+	 * pay for it.
 	 */
 	row->tuple = NULL;
-	if (m->nrows > 1 && m->hold_payloads && !m->t->abort_on_conflict)
+	if (m->sparse != NULL && !slot_attisnull(slot, SORT_ATT_PRESENT(m->t)))
+		m->group_sparse = true;
+	if (m->nrows > 1 && ((m->hold_payloads && !m->t->abort_on_conflict) || m->sparse != NULL))
 	{
 		MemoryContext old = MemoryContextSwitchTo(m->groupcxt);
 
@@ -420,6 +496,8 @@ merge_batch(BatchState *b)
 	m.conflicts = state_rows_create(&state_conflicts);
 	m.hold_payloads = state_rows_has(m.conflicts, "staged_payload");
 	m.rowslot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsMinimalTuple);
+	if (b->options.partial)
+		m.sparse = sparse_create(m.t);
 
 	/*
 	 * The target is locked against other writers; read it as of now.  Under

@@ -32,6 +32,7 @@ load_options_init(LoadOptions *opts)
 	opts->snapshot_version = NULL;
 	opts->snapshot_scope = NULL;
 	opts->snapshot_max_delete_share = NULL;
+	opts->partial = false;
 }
 
 static void
@@ -243,6 +244,15 @@ load_options_apply(LoadOptions *opts, Jsonb *doc, const char *what)
 		}
 		else if (strcmp(key, "snapshot") == 0)
 			apply_snapshot(opts, &v, what);
+		else if (strcmp(key, "partial") == 0)
+		{
+			if (v.type == jbvNull)
+				opts->partial = false;
+			else if (v.type == jbvBool)
+				opts->partial = v.val.boolean;
+			else
+				option_error(what, key, "true (staged rows may name their present columns in present_columns), false or null", &v);
+		}
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -26,6 +26,7 @@ typedef struct LoadOptions
 	char	   *snapshot_version;	/* the version's text form */
 	char	   *snapshot_scope; /* a predicate over the target's columns, or NULL */
 	Numeric		snapshot_max_delete_share;	/* default 0.1 */
+	bool		partial;		/* sparse rows: the stage's present_columns (stage.c, sparse.c) */
 } LoadOptions;
 
 /* Option citus_merge (citus_merge.c): which path a Citus batch takes. */
@@ -36,7 +37,7 @@ typedef enum CitusMergePath
 	CITUS_MERGE_WORKERS			/* on the workers, or an error saying why not */
 } CitusMergePath;
 
-#define LOAD_OPTION_KEYS "\"max_rejects\", \"max_reject_share\", \"unknown_columns\", \"citus_merge\" and \"snapshot\" (a batch's only)"
+#define LOAD_OPTION_KEYS "\"max_rejects\", \"max_reject_share\", \"unknown_columns\", \"citus_merge\", \"partial\", \"delete_mode\" (a registration's only) and \"snapshot\" (a batch's only)"
 #define SNAPSHOT_OPTION_KEYS "\"version\", \"scope\" and \"max_delete_share\""
 
 extern void load_options_init(LoadOptions *opts);

@@ -63,6 +63,8 @@ typedef struct HeldRow
 	bool		deleted;
 	Jsonb	   *staged_payload;
 	bool		at_target_version;	/* existing_payload is set */
+	bool		sparse;			/* a partial batch's sparse row (sparse.c) */
+	bytea	   *merged_over;	/* then: the target row's hash it was merged over */
 } HeldRow;
 
 #define RESOLVE_NATTS 7
@@ -148,12 +150,14 @@ read_held(Oid relid, text *batch_id, Jsonb *key, int *nrows, Jsonb **stored_key,
 	HeldRow    *rows;
 
 	state_query_latest(psprintf("SELECT version, staged_hash, existing_hash, deleted, staged_payload,"
-					   " existing_payload IS NOT NULL, key, %s FROM reconcile.conflicts"
+					   " existing_payload IS NOT NULL, key, %s, %s FROM reconcile.conflicts"
 					   " WHERE target OPERATOR(pg_catalog.=) $1"
 					   " AND batch_id OPERATOR(pg_catalog.=) $2"
 					   " AND key OPERATOR(pg_catalog.=) $3"
 					   " ORDER BY version DESC, object_key COLLATE pg_catalog.\"C\", source_row",
-							   state_version() >= STATE_1_2 ? "key_pinned" : "false"),
+							   state_version() >= STATE_1_2 ? "key_pinned" : "false",
+							   state_version() >= STATE_1_2 ?
+							   "present_columns IS NOT NULL, merged_over" : "false, NULL::pg_catalog.bytea"),
 					   3, types, args, 0);
 	*nrows = (int) SPI_processed;
 	rows = palloc0(sizeof(HeldRow) * Max(*nrows, 1));
@@ -170,6 +174,8 @@ read_held(Oid relid, text *batch_id, Jsonb *key, int *nrows, Jsonb **stored_key,
 		rows[i].deleted = DatumGetBool(SPI_getbinval(tup, desc, 4, &no_deleted));
 		rows[i].staged_payload = (Jsonb *) DatumGetPointer(copy_datum(tup, desc, 5, &isnull));
 		rows[i].at_target_version = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
+		rows[i].sparse = DatumGetBool(SPI_getbinval(tup, desc, 9, &isnull));
+		rows[i].merged_over = (bytea *) DatumGetPointer(copy_datum(tup, desc, 10, &isnull));
 		if (rows[i].staged_payload == NULL || no_deleted)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -368,6 +374,17 @@ load_choice(TargetInfo *t, HeldRow *rows, int nrows, HeldRow *w, int64 v,
 						   found_removed ? psprintf("removed at version " INT64_FORMAT, tversion) : "gone",
 						   text_to_cstring(batch_id)),
 				 errhint("Accept one of the staged payloads, or load the payload to keep with a new batch.")));
+	else if (w->sparse && (w->merged_over != NULL ?
+						   found == NULL || thash == NULL || !same_hash(thash, w->merged_over) :
+						   found != NULL && thash != NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" no longer holds the row that the sparse payload to keep for key %s was merged over",
+						t->relname, keytext),
+				 errdetail("Batch %s held a sparse row of a partial batch, merged over the target's row as it was then; the target's row is %s now.",
+						   text_to_cstring(batch_id),
+						   found ? psprintf("at version " INT64_FORMAT, tversion) : "gone"),
+				 errhint("Load the change again with a new partial batch, merged over the target's row as it is now.")));
 	else
 	{
 		Winner		winner;
@@ -381,6 +398,7 @@ load_choice(TargetInfo *t, HeldRow *rows, int nrows, HeldRow *w, int64 v,
 		winner.payload_isnull = payload_isnull;
 		winner.version = version_datum(t, w->version);
 		winner.tombstone = w->deleted;
+		winner.tombstone_payload = false;
 		winner.hash = PointerGetDatum(w->staged_hash);
 		writer_open(&writer, t, text_to_cstring(batch_id), false);
 		if (removed != NULL)

@@ -282,6 +282,13 @@ snapshot_begin(BatchState *b)
 						t->relname),
 				 errdetail("A snapshot batch tombstones the target's rows absent from the extract; for Citus tables that is not implemented yet."),
 				 errhint("Load the extract without option \"snapshot\", and stage the absent keys as DELETE rows.")));
+	if (t->options.delete_remove)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("option \"snapshot\" of reconcile_batch is not supported yet for table \"%s\", registered with delete_mode \"remove\"",
+						t->relname),
+				 errdetail("A snapshot writes the absent rows as tombstone rows; a target under delete_mode \"remove\" keeps no tombstone rows."),
+				 errhint("Load the extract without option \"snapshot\", and stage the absent keys as DELETE rows.")));
 	if (!stage_input_value(&t->version, b->options.snapshot_version, &s->version, &error))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

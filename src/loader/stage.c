@@ -81,6 +81,7 @@ typedef struct StageReader
 	FmgrInfo	hash_out;
 	bool		has_version_id; /* the query's last column is version_id */
 	const char *version_id;		/* the manifest's, of the row being read */
+	int			present_pos;	/* a partial batch's present_columns, else 0 */
 	StateRows  *rejects;
 	TupleTableSlot *slot;
 	MemoryContext rowcxt;
@@ -298,6 +299,7 @@ typedef struct StagedRow
 	int			problems;		/* rejects recorded so far */
 	uint8		digest[RECONCILE_SHA256_LEN];
 	bool		have_digest;	/* digest was staged, not yet computed */
+	bytea	   *present;		/* a sparse row's present payload columns, else NULL */
 } StagedRow;
 
 /* Record a reject of the row's column and count it as a problem of the row. */
@@ -416,6 +418,13 @@ cast_columns(StageReader *r, TupleTableSlot *in, StagedRow *row, Datum *out, boo
 			destnull = &payload_null[i - t->nkeys - 1];
 		}
 
+		if (!is_key && !is_version && row->present != NULL &&
+			!PRESENT_BIT((uint8 *) VARDATA(row->present), i - t->nkeys - 1))
+		{
+			/* absent from a sparse row: its staged value is not read */
+			*destnull = true;
+			continue;
+		}
 		d = GETARG(sc->pos, destnull);
 		if (*destnull)
 		{
@@ -457,6 +466,79 @@ cast_columns(StageReader *r, TupleTableSlot *in, StagedRow *row, Datum *out, boo
 	}
 }
 
+/*
+ * A partial batch's present_columns: NULL, or naming every payload column,
+ * is a whole row; otherwise the row is sparse and row->present its bitmap.
+ * A name that is not a payload column, a NULL element, a name given twice
+ * or an array of more than one dimension is a reject.  A DELETE is whole:
+ * its present_columns is not read.
+ */
+static void
+read_present_columns(StageReader *r, TupleTableSlot *in, StagedRow *row)
+{
+	TargetInfo *t = r->batch->target;
+	bool		isnull;
+	Datum		d;
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems;
+	int			npresent = 0;
+	bytea	   *bits;
+	uint8	   *b;
+	int			problems = row->problems;
+
+	if (r->present_pos <= 0 || row->is_delete)
+		return;
+	d = GETARG(r->present_pos, &isnull);
+	if (isnull)
+		return;
+	arr = DatumGetArrayTypeP(d);
+	if (ARR_NDIM(arr) > 1)
+	{
+		Oid			outfunc;
+		bool		varlena;
+
+		getTypeOutputInfo(TEXTARRAYOID, &outfunc, &varlena);
+		REJECT(r, row, "present_columns", OidOutputFunctionCall(outfunc, d),
+			   "present_columns must be a one-dimensional array of payload column names");
+		return;
+	}
+	bits = palloc0(VARHDRSZ + (t->npayload + 7) / 8 + 1);
+	SET_VARSIZE(bits, VARHDRSZ + (t->npayload + 7) / 8 + 1);
+	b = (uint8 *) VARDATA(bits);
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &nelems);
+	for (int e = 0; e < nelems; e++)
+	{
+		char	   *name;
+		int			i;
+
+		if (nulls[e])
+		{
+			REJECT(r, row, "present_columns", NULL, "present_columns has a null element");
+			continue;
+		}
+		name = TextDatumGetCString(elems[e]);
+		for (i = 0; i < t->npayload; i++)
+			if (strcmp(t->payload[i].name, name) == 0)
+				break;
+		if (i == t->npayload)
+			REJECT(r, row, "present_columns", name,
+				   "present_columns names \"%s\", which is not a payload column of table \"%s\"",
+				   name, t->relname);
+		else if (PRESENT_BIT(b, i))
+			REJECT(r, row, "present_columns", name,
+				   "present_columns names \"%s\" twice", name);
+		else
+		{
+			b[i / 8] |= 1 << (i % 8);
+			npresent++;
+		}
+	}
+	if (row->problems == problems && npresent < t->npayload)
+		row->present = bits;
+}
+
 /* A payload_hash staged with the row, or its reject. */
 static void
 read_staged_hash(StageReader *r, TupleTableSlot *in, StagedRow *row)
@@ -467,7 +549,10 @@ read_staged_hash(StageReader *r, TupleTableSlot *in, StagedRow *row)
 	if (r->hash_pos <= 0)
 		return;
 	d = GETARG(r->hash_pos, &isnull);
-	if (!isnull)
+	if (!isnull && row->present != NULL)
+		REJECT(r, row, "payload_hash", NULL,
+			   "a sparse row cannot stage its payload_hash: the hash is made over the merged row");
+	else if (!isnull)
 	{
 		char	   *raw = NULL;
 
@@ -525,6 +610,7 @@ stage_row(StageReader *r, TupleTableSlot *in)
 	if (!find_row_object(r, in, &row))
 		return;
 	read_source_row_and_operation(r, in, &row);
+	read_present_columns(r, in, &row);
 	cast_columns(r, in, &row, out, outnull);
 	read_staged_hash(r, in, &row);
 	if (row.problems > 0)
@@ -533,7 +619,9 @@ stage_row(StageReader *r, TupleTableSlot *in)
 		return;
 	}
 
-	if (!row.have_digest)
+	if (row.present != NULL)
+		memset(row.digest, 0, RECONCILE_SHA256_LEN);	/* sparse.c: over the merged row */
+	else if (!row.have_digest)
 		payload_hash_compute(t, &out[SORT_ATT_FIRST_KEY - 1 + t->nkeys],
 							 &outnull[SORT_ATT_FIRST_KEY - 1 + t->nkeys],
 							 row.is_delete, r->sha, row.digest);
@@ -558,6 +646,8 @@ stage_row(StageReader *r, TupleTableSlot *in)
 	out[SORT_ATT_VERSION - 1] = Int64GetDatum(row.version);
 	for (int i = 0; i < SORT_ATT_FIRST_KEY - 1; i++)
 		outnull[i] = false;
+	out[SORT_ATT_PRESENT(t) - 1] = PointerGetDatum(row.present);
+	outnull[SORT_ATT_PRESENT(t) - 1] = row.present == NULL;
 	ExecStoreVirtualTuple(slot);
 	tuplesort_puttupleslot(r->sort, slot);
 	ExecClearTuple(slot);
@@ -660,6 +750,8 @@ check_unknown_columns(BatchState *b, Relation srel)
 		for (int i = 0; i < lengthof(loader_columns); i++)
 			if (strcmp(name, loader_columns[i]) == 0)
 				known = true;
+		if (b->options.partial && strcmp(name, "present_columns") == 0)
+			known = true;
 		if (known || get_attnum(b->target->relid, name) > 0)
 			continue;
 		if (first == NULL)
@@ -680,7 +772,7 @@ check_unknown_columns(BatchState *b, Relation srel)
 static TupleDesc
 sort_desc_create(TargetInfo *t)
 {
-	TupleDesc	desc = CreateTemplateTupleDesc(SORT_ATT_FIRST_KEY - 1 + t->nkeys + t->npayload);
+	TupleDesc	desc = CreateTemplateTupleDesc(SORT_ATT_PRESENT(t));
 	AttrNumber	a = SORT_ATT_FIRST_KEY;
 
 	TupleDescInitEntry(desc, SORT_ATT_OBJECT, "object", INT4OID, -1, 0);
@@ -698,6 +790,7 @@ sort_desc_create(TargetInfo *t)
 		TupleDescInitEntry(desc, a, t->payload[i].name, t->payload[i].typid, t->payload[i].typmod, 0);
 		TupleDescInitEntryCollation(desc, a, t->payload[i].collation);
 	}
+	TupleDescInitEntry(desc, a, "present", BYTEAOID, -1, 0);
 	return desc;
 }
 
@@ -733,6 +826,58 @@ sort_begin(TargetInfo *t, TupleDesc desc, int sortmem, SortCoordinate coordinate
 								   BTLessStrategyNumber);
 	return tuplesort_begin_heap(desc, nsort, atts, ops, colls, nullsfirst,
 								sortmem, coordinate, TUPLESORT_NONE);
+}
+
+/*
+ * A partial batch reads present_columns as text[] (sparse rows, see
+ * read_present_columns); a stage with that column in a batch that is not
+ * partial is refused, since its rows would load their absent columns as
+ * NULL.  A target with a loaded column of that name cannot take a partial
+ * batch.
+ */
+static void
+stage_prepare_present(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
+{
+	TargetInfo *t = b->target;
+	Oid			type = InvalidOid;
+	bool		staged = staged_column(srel, "present_columns", false, &type) > 0;
+	bool		target_has = false;
+
+	for (int i = 0; i < r->ncols; i++)
+		if (strcmp(r->cols[i].tcol->name, "present_columns") == 0)
+			target_has = true;
+	if (!b->options.partial)
+	{
+		if (staged && !target_has)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("staged relation \"%s\" has a column \"present_columns\", but the batch into table \"%s\" is not partial",
+							RelationGetRelationName(srel), t->relname),
+					 errdetail("Without option \"partial\" every staged row is a whole row: its absent columns would be loaded as NULL."),
+					 errhint("Pass options => '{\"partial\": true}' to reconcile_batch or reconcile_register, or drop the column from the staged relation.")));
+		return;
+	}
+	if (target_has)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s\" loads a column named \"present_columns\", which a partial batch reads as the staged rows' present columns",
+						t->relname),
+				 errhint("Rename the column, or load the table without option \"partial\".")));
+	if (!staged)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("staged relation \"%s\" has no column \"present_columns\", which a partial batch reads",
+						RelationGetRelationName(srel)),
+				 errdetail("Option \"partial\" makes each staged row name the payload columns it carries in present_columns text[] (NULL: all of them)."),
+				 errhint("Add the column to the staged relation, or load without option \"partial\".")));
+	if (type != TEXTARRAYOID && type != VARCHARARRAYOID && type != NAMEARRAYOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"present_columns\" of staged relation \"%s\" must be text[], not %s",
+						RelationGetRelationName(srel), format_type_be(type)),
+				 errhint("Stage the names of the payload columns each row carries as a text array (NULL: all of them).")));
+	r->present_pos = 4 + r->ncols + (r->hash_pos > 0 ? 1 : 0);
+	appendStringInfoString(sql, ", s.present_columns::pg_catalog.text[]");
 }
 
 /*
@@ -799,6 +944,7 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 		fmgr_info(outfunc, &r->hash_out);
 		appendStringInfoString(sql, ", s.payload_hash");
 	}
+	stage_prepare_present(b, srel, r, sql);
 	/*
 	 * Object versions: with a version_id column, a row belongs to the
 	 * manifest entry of its (object_key, version_id), so several versions of
@@ -993,6 +1139,7 @@ stage_parallel_workers(BatchState *b, Relation srel, StageReader *r, BlockNumber
 	BlockNumber threshold;
 
 	if (max_parallel_maintenance_workers <= 0 || batch_rules_has_row_rules(b->rules) ||
+		b->options.partial ||
 		IsInParallelMode() || !IsUnderPostmaster ||
 		srel->rd_rel->relkind != RELKIND_RELATION ||
 		srel->rd_rel->relam != HEAP_TABLE_AM_OID ||

@@ -36,7 +36,8 @@ writer_put(Writer *w, TupleTableSlot *found, int64 found_version,
 	if (w->apply != NULL)
 		apply_add(w->apply, winner, found == NULL ? ACTION_INSERT :
 				  found_version == winner_version ? ACTION_REPLACE :
-				  winner->tombstone ? ACTION_DELETE : ACTION_UPDATE);
+				  winner->tombstone && !winner->tombstone_payload ? ACTION_DELETE :
+				  ACTION_UPDATE);	/* the UPDATE sets the deleted column too */
 	else if (found == NULL)
 		direct_insert(w->direct, winner);
 	else

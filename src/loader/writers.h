@@ -26,6 +26,7 @@ typedef struct Winner
 	bool	   *payload_isnull;
 	Datum		version;		/* in the version column's type */
 	bool		tombstone;		/* a DELETE: the row stays, marked deleted */
+	bool		tombstone_payload;	/* and takes payload (a partial batch: sparse.c) */
 	Datum		hash;			/* bytea: the payload hash */
 } Winner;
 
