@@ -168,5 +168,19 @@ SELECT count(*) FROM reconcile.diff_results d JOIN reconcile.diff_runs r USING (
 -- A failed run is recorded as failed.
 DROP TABLE rc_tgt CASCADE;
 SELECT job, status, stopped_by, sqlstate FROM reconcile_diff_run('rc_recheck');
+-- docs/diff.md, Limits: the runs that did not complete.
+SELECT job, status, stopped_by, stopped_at_key, findings
+  FROM reconcile.diff_runs WHERE status <> 'complete' ORDER BY run_id DESC;
+
+-- ---- docs/diff.md, Recheck: its example ----
+CREATE TABLE orders (order_id bigint PRIMARY KEY, amount numeric, updated_at timestamptz);
+CREATE TABLE orders_replica (order_id bigint PRIMARY KEY, amount numeric, updated_at timestamptz);
+INSERT INTO orders VALUES (1, 10, now() - interval '1 day'), (2, 20, now() - interval '1 day'),
+                          (3, 30, now() - interval '1 minute'), (4, 40, now() - interval '1 day');
+INSERT INTO orders_replica VALUES (1, 10, now() - interval '1 day'), (2, 21, now() - interval '1 day');
+SELECT issue, key, columns
+  FROM reconcile_diff('orders', 'orders_replica', '{order_id}',
+       '{"compare": ["amount"], "recheck": {"after": "2 seconds", "times": 2},
+         "updated_column": "updated_at", "min_age": "5 minutes"}');
 
 DROP EXTENSION reconcile CASCADE;
