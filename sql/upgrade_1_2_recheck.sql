@@ -28,7 +28,16 @@ SELECT * FROM reconcile_diff_summary('u_src', 'u_tgt', '{id}',
 UPDATE reconcile.diff_jobs SET options = '{"compare": ["v"], "max_differences": 2}' WHERE name = 'u_plain';
 SELECT job, findings, error FROM reconcile_diff_run('u_plain');
 
+-- A view over reconcile_diff_summary stops the update (the function is
+-- recreated with four more columns): drop it, update, create it again.
+CREATE VIEW u_summary AS SELECT * FROM reconcile_diff_summary('u_src', 'u_tgt', '{id}');
+\set VERBOSITY terse
 ALTER EXTENSION reconcile UPDATE;
+\set VERBOSITY default
+SELECT extversion FROM pg_extension WHERE extname = 'reconcile';
+DROP VIEW u_summary;
+ALTER EXTENSION reconcile UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'reconcile';
 
 -- 1.1's runs: complete or failed; nothing else said of them.  (The 1.1
 -- table had no place for a stop: the run this library made with a limit
