@@ -153,6 +153,19 @@ SELECT stopped_by, stopped_at_key IS NOT NULL AS has_key, rows_source < 5000 AS 
   FROM reconcile_diff_summary('lim_src', 'lim_tgt', '{id}', '{"max_duration": "1 millisecond"}');
 SELECT stopped_by FROM reconcile_diff_summary('lim_src', 'lim_tgt', '{id}', '{"max_duration": "1 hour"}');
 
+-- A recheck of more findings than it rereads at a time (10,000 keys), held
+-- on disk (work_mem of 64 kB: the sorted findings and each round's spill),
+-- with NULL keys beside them: every finding comes back once.
+CREATE TABLE lim_far (id bigint, v text);
+INSERT INTO lim_far SELECT i, 'f' || i FROM generate_series(5001, 11000) i;
+INSERT INTO lim_far VALUES (NULL, 'n1'), (NULL, 'n2');
+SET work_mem = '64kB';
+SELECT issue, count(*), count(DISTINCT key) FROM reconcile_diff('lim_src', 'lim_far', '{id}',
+    '{"recheck": {"after": "0 seconds", "times": 2}}') GROUP BY issue ORDER BY issue;
+SELECT missing_in_target, extra_in_target, null_keys, rechecks FROM reconcile_diff_summary('lim_src', 'lim_far', '{id}',
+    '{"recheck": {"after": "0 seconds", "times": 2}}');
+RESET work_mem;
+
 -- ---- configured jobs: a stopped run, and the recheck in the history ----
 INSERT INTO reconcile.diff_job_config (job, source, target, key_columns) VALUES
     ('rc_limit', 'public.lim_src', 'public.lim_tgt', 'id'),

@@ -21,6 +21,9 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/tuplesort.h"
+#include "utils/typcache.h"
+#include "executor/tuptable.h"
 #include "utils/wait_event.h"
 
 #include "diff.h"
@@ -157,69 +160,161 @@ recheck_once(DiffSpec *spec, DiffHeld *held, int64 n)
 	return kept;
 }
 
-/* The counts of the findings reported after the rechecks. */
-static void
-recount(DiffSpec *spec, DiffCounts *counts, DiffHeld **final, int64 *nfinal, int nsets)
+/*
+ * Keys read again at a time: each chunk is one reread of both sides (the
+ * first key column's values as one array), so memory holds one chunk's
+ * findings, whatever the number of findings held (those spill: sorted
+ * findings beyond work_mem go to disk).
+ */
+#define DIFF_RECHECK_CHUNK 10000
+
+/* The tuples held for a recheck: the finding's columns, then the key's. */
+static TupleDesc
+held_desc(DiffSpec *spec)
 {
-	int64		before = counts->missing_in_target + counts->extra_in_target +
-		counts->mismatched;
+	TupleDesc	desc = CreateTemplateTupleDesc(DIFF_FINDING_NATTS + spec->nkeys);
 
-	counts->missing_in_target = counts->extra_in_target = counts->mismatched = 0;
-	counts->duplicate_keys = counts->null_keys = 0;
-	memset(counts->column_mismatches, 0, sizeof(int64) * Max(spec->ncols, 1));
-	for (int s = 0; s < nsets; s++)
-		for (int64 i = 0; i < nfinal[s]; i++)
-		{
-			const char *issue = TextDatumGetCString(final[s][i].values[0]);
+	TupleDescInitEntry(desc, 1, "issue", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 2, "key", JSONBOID, -1, 0);
+	TupleDescInitEntry(desc, 3, "columns", TEXTARRAYOID, -1, 0);
+	TupleDescInitEntry(desc, 4, "source_values", JSONBOID, -1, 0);
+	TupleDescInitEntry(desc, 5, "target_values", JSONBOID, -1, 0);
+	for (int i = 0; i < spec->nkeys; i++)
+		TupleDescInitEntry(desc, DIFF_FINDING_NATTS + 1 + i, NULL, spec->keys[i].typid, -1, 0);
+	return desc;
+}
 
-			if (strcmp(issue, "MISSING_IN_TARGET") == 0)
-				counts->missing_in_target++;
-			else if (strcmp(issue, "EXTRA_IN_TARGET") == 0)
-				counts->extra_in_target++;
-			else if (strcmp(issue, "MISMATCH") == 0)
-			{
-				Datum	   *names;
-				int			nnames;
+/* The first read's collector: keyed findings sorted by key, NULL keys apart. */
+static DiffCollector *
+collector_sorted(DiffSpec *spec)
+{
+	DiffCollector *col = collector_create();
+	AttrNumber *attnums = palloc(sizeof(AttrNumber) * spec->nkeys);
+	Oid		   *ops = palloc(sizeof(Oid) * spec->nkeys);
+	Oid		   *colls = palloc(sizeof(Oid) * spec->nkeys);
+	bool	   *nulls_first = palloc0(sizeof(bool) * spec->nkeys);
 
-				counts->mismatched++;
-				deconstruct_array(DatumGetArrayTypeP(final[s][i].values[2]), TEXTOID, -1,
-								  false, TYPALIGN_INT, &names, NULL, &nnames);
-				for (int j = 0; j < nnames; j++)
-					for (int c = 0; c < spec->ncols; c++)
-						if (strcmp(TextDatumGetCString(names[j]), spec->cols[c].name) == 0)
-							counts->column_mismatches[c]++;
-			}
-			else if (strncmp(issue, "DUPLICATE_KEY", 13) == 0)
-				counts->duplicate_keys++;
-			else
-				counts->null_keys++;
-		}
-	/* A differing key a recheck found agreeing (or gone from both sides). */
-	counts->matched += Max(before - (counts->missing_in_target + counts->extra_in_target +
-									 counts->mismatched), 0);
+	col->desc = held_desc(spec);
+	for (int i = 0; i < spec->nkeys; i++)
+	{
+		attnums[i] = DIFF_FINDING_NATTS + 1 + i;
+		/* The order of the merge (diff_prepare.c: prepare_ordering). */
+		ops[i] = lookup_type_cache(spec->keys[i].basetype, TYPECACHE_LT_OPR)->lt_opr;
+		colls[i] = spec->keys[i].collation;
+	}
+	col->sorted = tuplesort_begin_heap(col->desc, spec->nkeys, attnums, ops, colls,
+									   nulls_first, work_mem, NULL, TUPLESORT_NONE);
+	col->nullkeyed = tuplestore_begin_heap(false, false, work_mem);
+	col->slot = MakeSingleTupleTableSlot(col->desc, &TTSOpsVirtual);
+	return col;
+}
+
+/* Reading held findings in key order: from the first sort, or a round's store. */
+typedef struct HeldReader
+{
+	Tuplesortstate *sort;
+	Tuplestorestate *store;
+	TupleTableSlot *slot;
+} HeldReader;
+
+static bool
+held_next(HeldReader *r)
+{
+	if (r->sort)
+		return tuplesort_gettupleslot(r->sort, true, false, r->slot, NULL);
+	return tuplestore_gettupleslot(r->store, true, false, r->slot);
+}
+
+/* The next chunk of held findings, copied into the current memory context. */
+static int64
+held_chunk(DiffSpec *spec, HeldReader *r, DiffHeld *chunk)
+{
+	int64		n = 0;
+
+	while (n < DIFF_RECHECK_CHUNK && held_next(r))
+	{
+		HeapTuple	tup = ExecCopySlotHeapTuple(r->slot);
+		int			natts = r->slot->tts_tupleDescriptor->natts;
+		Datum	   *v = palloc(sizeof(Datum) * natts);
+		bool	   *nl = palloc(sizeof(bool) * natts);
+		DiffHeld   *h = &chunk[n++];
+
+		CHECK_FOR_INTERRUPTS();
+		heap_deform_tuple(tup, r->slot->tts_tupleDescriptor, v, nl);
+		memcpy(h->values, v, sizeof(Datum) * DIFF_FINDING_NATTS);
+		memcpy(h->nulls, nl, sizeof(bool) * DIFF_FINDING_NATTS);
+		h->key = &v[DIFF_FINDING_NATTS];
+		h->knull = &nl[DIFF_FINDING_NATTS];
+		h->has_null = false;
+	}
+	return n;
+}
+
+/* A finding into a round's store, with its key, for the next round. */
+static void
+held_put(DiffSpec *spec, Tuplestorestate *store, TupleDesc desc, DiffHeld *h)
+{
+	Datum	   *v = palloc(sizeof(Datum) * desc->natts);
+	bool	   *nl = palloc(sizeof(bool) * desc->natts);
+
+	memcpy(v, h->values, sizeof(Datum) * DIFF_FINDING_NATTS);
+	memcpy(nl, h->nulls, sizeof(bool) * DIFF_FINDING_NATTS);
+	memcpy(&v[DIFF_FINDING_NATTS], h->key, sizeof(Datum) * spec->nkeys);
+	memcpy(&nl[DIFF_FINDING_NATTS], h->knull, sizeof(bool) * spec->nkeys);
+	tuplestore_putvalues(store, desc, v, nl);
+}
+
+/* Count a finding reported after the rechecks. */
+static void
+count_finding(DiffSpec *spec, DiffCounts *counts, Datum *values)
+{
+	const char *issue = TextDatumGetCString(values[0]);
+
+	if (strcmp(issue, "MISSING_IN_TARGET") == 0)
+		counts->missing_in_target++;
+	else if (strcmp(issue, "EXTRA_IN_TARGET") == 0)
+		counts->extra_in_target++;
+	else if (strcmp(issue, "MISMATCH") == 0)
+	{
+		Datum	   *names;
+		int			nnames;
+
+		counts->mismatched++;
+		deconstruct_array(DatumGetArrayTypeP(values[2]), TEXTOID, -1, false, TYPALIGN_INT,
+						  &names, NULL, &nnames);
+		for (int j = 0; j < nnames; j++)
+			for (int c = 0; c < spec->ncols; c++)
+				if (strcmp(TextDatumGetCString(names[j]), spec->cols[c].name) == 0)
+					counts->column_mismatches[c]++;
+	}
+	else if (strncmp(issue, "DUPLICATE_KEY", 13) == 0)
+		counts->duplicate_keys++;
+	else
+		counts->null_keys++;
 }
 
 /*
- * A diff with the option "recheck": the first pass's findings are held,
- * and their keys read again recheck_times times, recheck_after_ms apart;
- * a finding is reported only if its key differed at every read, with the
- * number of rechecks it survived.  Findings with a NULL in the key are
- * reported as found (0 rechecks): they have no key to read again.  A
- * deadline (max_duration) that would pass during a wait ends the rechecks
- * there: the findings are reported with the rechecks they survived.
+ * A diff with the option "recheck": the first read's findings are held
+ * (sorted by key, spilling beyond work_mem), and their keys read again
+ * recheck_times times, recheck_after_ms apart, DIFF_RECHECK_CHUNK keys
+ * at a time; a finding is reported only if its key differed at every
+ * read, with the values of the last.  Findings with a NULL in the key are
+ * reported as found: they have no key to read again.  A deadline
+ * (max_duration) that would pass during a wait ends the rechecks there:
+ * the findings are reported with the rechecks they survived.
  */
 static void
 compare_with_recheck(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc,
 					 DiffCounts *counts)
 {
-	DiffCollector *first = collector_create();
-	DiffHeld   *keyed;
-	int64		nkeyed = 0;
-	DiffHeld   *nullkeyed;
-	int64		nnull = 0;
+	DiffCollector *first;
+	HeldReader	in;
+	int64		nheld;
 	int			done = 0;
-	DiffHeld   *final[2];
-	int64		nfinal[2];
+	int64		before;
+	MemoryContext chunkcxt,
+				old;
+	DiffHeld   *chunk;
 
 	if (IsolationUsesXactSnapshot())
 		ereport(ERROR,
@@ -229,24 +324,24 @@ compare_with_recheck(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc,
 						   IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
 				 errhint("Run the diff in a READ COMMITTED transaction, or leave out \"recheck\".")));
 
+	first = collector_sorted(spec);
 	spec->collect = first;
 	compare_once(spec, NULL, NULL, counts);
 	spec->collect = NULL;
+	tuplesort_performsort(first->sorted);
 
-	keyed = palloc_extended(sizeof(DiffHeld) * Max(first->n, 1), MCXT_ALLOC_HUGE);
-	nullkeyed = palloc_extended(sizeof(DiffHeld) * Max(first->n, 1), MCXT_ALLOC_HUGE);
-	for (int64 i = 0; i < first->n; i++)
-	{
-		if (first->held[i].has_null)
-			nullkeyed[nnull++] = first->held[i];
-		else
-			keyed[nkeyed++] = first->held[i];
-	}
-	qsort_arg(keyed, nkeyed, sizeof(DiffHeld), held_cmp, spec);
+	memset(&in, 0, sizeof(in));
+	in.sort = first->sorted;
+	in.slot = MakeSingleTupleTableSlot(first->desc, &TTSOpsMinimalTuple);
+	nheld = first->nsorted;
+	chunk = palloc_extended(sizeof(DiffHeld) * DIFF_RECHECK_CHUNK, MCXT_ALLOC_HUGE);
+	chunkcxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile diff recheck chunk",
+									 ALLOCSET_DEFAULT_SIZES);
 
-	while (done < spec->recheck_times && nkeyed > 0)
+	while (done < spec->recheck_times && nheld > 0)
 	{
-		DiffCollector *kept;
+		Tuplestorestate *out;
+		int64		n;
 
 		if (spec->deadline != 0 &&
 			TimestampTzPlusMilliseconds(GetCurrentTimestamp(), spec->recheck_after_ms) >= spec->deadline)
@@ -256,25 +351,70 @@ compare_with_recheck(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc,
 			break;
 		}
 		recheck_wait(spec->recheck_after_ms);
-		kept = recheck_once(spec, keyed, nkeyed);
-		keyed = kept->held;
-		nkeyed = kept->n;
+		out = tuplestore_begin_heap(false, false, work_mem);
+		nheld = 0;
+		old = MemoryContextSwitchTo(chunkcxt);
+		while ((n = held_chunk(spec, &in, chunk)) > 0)
+		{
+			DiffCollector *kept = recheck_once(spec, chunk, n);
+
+			for (int64 i = 0; i < kept->n; i++)
+				held_put(spec, out, first->desc, &kept->held[i]);
+			nheld += kept->n;
+			MemoryContextDelete(kept->cxt);
+			/* A tuple read back from disk is the slot's, in chunkcxt: let go first. */
+			ExecClearTuple(in.slot);
+			MemoryContextReset(chunkcxt);
+		}
+		MemoryContextSwitchTo(old);
+		if (in.sort)
+			tuplesort_end(in.sort);
+		else
+			tuplestore_end(in.store);
+		in.sort = NULL;
+		in.store = out;
 		done++;
 	}
 	counts->rechecks = done;
 
-	final[0] = keyed;
-	nfinal[0] = nkeyed;
-	final[1] = nullkeyed;
-	nfinal[1] = nnull;
-	recount(spec, counts, final, nfinal, 2);
-	if (ts)
+	/* Report and count what survived (all of it, if no recheck was done). */
+	before = counts->missing_in_target + counts->extra_in_target + counts->mismatched;
+	counts->missing_in_target = counts->extra_in_target = counts->mismatched = 0;
+	counts->duplicate_keys = counts->null_keys = 0;
+	memset(counts->column_mismatches, 0, sizeof(int64) * Max(spec->ncols, 1));
+	old = MemoryContextSwitchTo(chunkcxt);
+	while (held_next(&in))
 	{
-		for (int64 i = 0; i < nkeyed; i++)
-			diff_put_finding(ts, desc, keyed[i].values, keyed[i].nulls, done);
-		for (int64 i = 0; i < nnull; i++)
-			diff_put_finding(ts, desc, nullkeyed[i].values, nullkeyed[i].nulls, 0);
+		slot_getallattrs(in.slot);
+		count_finding(spec, counts, in.slot->tts_values);
+		if (ts)
+			diff_put_finding(ts, desc, in.slot->tts_values, in.slot->tts_isnull, done);
+		ExecClearTuple(in.slot);
+		MemoryContextReset(chunkcxt);
 	}
+	/* The same slot (the same descriptor): it lives outside chunkcxt. */
+	while (tuplestore_gettupleslot(first->nullkeyed, true, false, in.slot))
+	{
+		slot_getallattrs(in.slot);
+		count_finding(spec, counts, in.slot->tts_values);
+		if (ts)
+			diff_put_finding(ts, desc, in.slot->tts_values, in.slot->tts_isnull, 0);
+		ExecClearTuple(in.slot);
+		MemoryContextReset(chunkcxt);
+	}
+	MemoryContextSwitchTo(old);
+	ExecDropSingleTupleTableSlot(in.slot);
+	if (in.sort)
+		tuplesort_end(in.sort);
+	else
+		tuplestore_end(in.store);
+	tuplestore_end(first->nullkeyed);
+	ExecDropSingleTupleTableSlot(first->slot);
+	MemoryContextDelete(chunkcxt);
+
+	/* A differing key a recheck found agreeing (or gone from both sides). */
+	counts->matched += Max(before - (counts->missing_in_target + counts->extra_in_target +
+									 counts->mismatched), 0);
 }
 
 /*

@@ -174,8 +174,19 @@ typedef struct DiffHeld
 	bool		nulls[DIFF_FINDING_NATTS];
 } DiffHeld;
 
+/*
+ * Where findings are held for a recheck: the first read's go to a sort
+ * by key (tuplesort, spilling beyond work_mem) and, with a NULL in the
+ * key, to a tuplestore, as tuples of desc (the finding's columns, then the
+ * key's); a reread's (a chunk of keys) to memory, as DiffHeld.
+ */
 typedef struct DiffCollector
 {
+	TupleDesc	desc;			/* finding columns, then key columns */
+	struct Tuplesortstate *sorted;	/* NULL: held in memory */
+	struct TupleTableSlot *slot;	/* of desc, to put a finding */
+	Tuplestorestate *nullkeyed;
+	int64		nsorted;
 	MemoryContext cxt;
 	DiffHeld   *held;
 	int64		n;

@@ -29,6 +29,7 @@
 #include "common/int.h"
 #include "common/jsonapi.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "parser/parse_coerce.h"
@@ -45,6 +46,7 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/tuplesort.h"
 #include "utils/typcache.h"
 
 #include "common/args.h"
@@ -299,9 +301,40 @@ static void
 hold_finding(DiffExec *ex, Datum *kv, bool *kn, Datum *values, bool *nulls)
 {
 	DiffCollector *col = ex->spec->collect;
-	MemoryContext old = MemoryContextSwitchTo(col->cxt);
+	MemoryContext old;
 	DiffHeld   *h;
 	static const int16 lens[DIFF_FINDING_NATTS] = {-1, -1, -1, -1, -1};
+
+	if (col->sorted)
+	{
+		int			nkeys = ex->spec->nkeys;
+		TupleTableSlot *slot = col->slot;
+		Datum	   *v = slot->tts_values;
+		bool	   *n = slot->tts_isnull;
+		bool		has_null = false;
+
+		ExecClearTuple(slot);
+
+		memcpy(v, values, sizeof(Datum) * DIFF_FINDING_NATTS);
+		memcpy(n, nulls, sizeof(bool) * DIFF_FINDING_NATTS);
+		for (int i = 0; i < nkeys; i++)
+		{
+			v[DIFF_FINDING_NATTS + i] = kv[i];
+			n[DIFF_FINDING_NATTS + i] = kn[i];
+			has_null |= kn[i];
+		}
+		ExecStoreVirtualTuple(slot);
+		if (has_null)
+			tuplestore_puttupleslot(col->nullkeyed, slot);
+		else
+		{
+			tuplesort_puttupleslot(col->sorted, slot);
+			col->nsorted++;
+		}
+		ExecClearTuple(slot);
+		return;
+	}
+	old = MemoryContextSwitchTo(col->cxt);
 
 	if (col->n == col->cap)
 	{
