@@ -25,8 +25,10 @@ SELECT issue, key FROM reconcile_diff('u_src', 'u_tgt', '{id}',
     '{"compare": ["v"], "max_differences": 2, "recheck": {"after": "0 seconds"}}');
 SELECT * FROM reconcile_diff_summary('u_src', 'u_tgt', '{id}',
     '{"compare": ["v"], "updated_column": "upd", "min_age": "10 minutes"}');
-UPDATE reconcile.diff_jobs SET options = '{"compare": ["v"], "max_differences": 2}' WHERE name = 'u_plain';
+UPDATE reconcile.diff_jobs SET options = '{"compare": ["v"], "max_differences": 2, "recheck": {"after": "0 seconds"}}'
+ WHERE name = 'u_plain';
 SELECT job, findings, error FROM reconcile_diff_run('u_plain');
+UPDATE reconcile.diff_jobs SET options = '{"compare": ["v"], "max_differences": 2}' WHERE name = 'u_plain';
 
 -- A view over reconcile_diff_summary stops the update (the function is
 -- recreated with four more columns): drop it, update, create it again.
