@@ -196,4 +196,6 @@ SELECT issue, key, columns
        '{"compare": ["amount"], "recheck": {"after": "2 seconds", "times": 2},
          "updated_column": "updated_at", "min_age": "5 minutes"}');
 
+DROP TABLE age_d_src, age_d_tgt, age_src, age_tgt, lim_far, lim_nulls, lim_src, lim_tgt,
+           orders, orders_replica, rc2_dup, rc2_src, rc2_tgt, rc_src;
 DROP EXTENSION reconcile CASCADE;

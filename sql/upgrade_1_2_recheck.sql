@@ -67,4 +67,5 @@ SELECT r.job, d.issue, d.key, d.rechecks
 INSERT INTO reconcile.diff_runs (job, started_at, finished_at, run_by, status)
 VALUES ('x', now(), now(), current_user, 'paused');
 
+DROP TABLE u_src, u_tgt;
 DROP EXTENSION reconcile CASCADE;
