@@ -519,3 +519,69 @@ COMMENT ON COLUMN reconcile.conflicts.present_columns IS
     'A sparse row of a partial batch: the payload columns it carried (its staged_payload is merged over the target''s row); NULL for a whole row.';
 COMMENT ON COLUMN reconcile.conflicts.merged_over IS
     'A sparse row: the payload hash of the target''s row it was merged over, NULL where the target held no row of the key.';
+-- ---- diff: recheck before report, min_age, and limits (issue 24: 2, 4) ----
+
+-- The summary says whether a limit (max_differences, max_duration) stopped
+-- the diff and at which key, the rechecks done (option "recheck") and the
+-- keys left out for min_age: columns at the end, so calls of 1.1 that name
+-- their columns read what they read before.  reconcile_diff keeps its
+-- columns: every finding it returns survived every recheck done (one count
+-- per call, in the summary and in a run's history; NULL-key findings have
+-- no key to read again), so 1.1's callers, INSERT ... SELECT * among them,
+-- keep working; reconcile.diff_results keeps the count per finding.
+COMMENT ON FUNCTION @extschema@.reconcile_diff(pg_catalog.regclass, pg_catalog.regclass,
+    pg_catalog.text[], pg_catalog.jsonb) IS
+    'Compare source with target by key_columns: one row per finding (missing, extra, mismatch with the differing columns and values, duplicate_key, null_key). Options: compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback, remote, split_factor, leaf_rows, recheck ({"after": interval, "times": n}: read differing keys again, report those that still differ), min_age (an interval: rows updated since now minus it are not compared), max_differences and max_duration (stop cleanly after that many findings or that long).';
+
+DROP FUNCTION @extschema@.reconcile_diff_summary(pg_catalog.regclass, pg_catalog.regclass,
+                                                 pg_catalog.text[], pg_catalog.jsonb);
+CREATE FUNCTION @extschema@.reconcile_diff_summary(
+    source pg_catalog.regclass,
+    target pg_catalog.regclass,
+    key_columns pg_catalog.text[],
+    options pg_catalog.jsonb DEFAULT '{}'::pg_catalog.jsonb,
+    OUT rows_source pg_catalog.int8,
+    OUT rows_target pg_catalog.int8,
+    OUT matched pg_catalog.int8,
+    OUT missing_in_target pg_catalog.int8,
+    OUT extra_in_target pg_catalog.int8,
+    OUT mismatched pg_catalog.int8,
+    OUT duplicate_keys pg_catalog.int8,
+    OUT null_keys pg_catalog.int8,
+    OUT column_mismatches pg_catalog.jsonb,
+    OUT young_keys pg_catalog.int8,
+    OUT stopped_by pg_catalog.text,
+    OUT stopped_at_key pg_catalog.jsonb,
+    OUT rechecks pg_catalog.int4)
+RETURNS record
+AS 'MODULE_PATHNAME', 'reconcile_diff_summary'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION @extschema@.reconcile_diff_summary(pg_catalog.regclass, pg_catalog.regclass,
+    pg_catalog.text[], pg_catalog.jsonb) IS
+    'The diff of reconcile_diff, counted: one row of rows per side, matched, missing, extra, mismatched, duplicate and NULL keys, mismatches per column, keys not compared for min_age, the limit that stopped the diff (max_differences or max_duration, else NULL) and the first key not compared, the rechecks done. Same options as reconcile_diff.';
+
+-- A run's status: complete, stopped by a limit (which, and the first key not
+-- compared) or failed; the rechecks done and the recheck settings it ran
+-- with (options recheck and min_age as given), the keys left out for min_age.
+-- Runs of 1.1 are complete, or failed where they hold an error.
+ALTER TABLE reconcile.diff_runs
+    ADD COLUMN status pg_catalog.text NOT NULL DEFAULT 'complete'
+        CHECK (status OPERATOR(pg_catalog.=) ANY ('{complete,stopped,failed}'::pg_catalog.text[])),
+    ADD COLUMN stopped_by pg_catalog.text
+        CHECK (stopped_by OPERATOR(pg_catalog.=) ANY ('{max_differences,max_duration}'::pg_catalog.text[])),
+    ADD COLUMN stopped_at_key pg_catalog.jsonb,
+    ADD COLUMN rechecks pg_catalog.int4,
+    ADD COLUMN recheck pg_catalog.jsonb,
+    ADD COLUMN young_keys pg_catalog.int8;
+UPDATE reconcile.diff_runs SET status = 'failed' WHERE error IS NOT NULL;
+COMMENT ON COLUMN reconcile.diff_runs.status IS
+    'complete: every key compared; stopped: a limit (stopped_by) ended the run cleanly, its findings are those found up to stopped_at_key; failed: see error.';
+COMMENT ON COLUMN reconcile.diff_runs.stopped_by IS 'The option that stopped the run: max_differences or max_duration; NULL when it was not stopped.';
+COMMENT ON COLUMN reconcile.diff_runs.stopped_at_key IS 'The first key the stopped run did not compare (keys before it were); NULL when every key was compared.';
+COMMENT ON COLUMN reconcile.diff_runs.rechecks IS 'Rechecks done (option recheck): each reported finding differed at every one; NULL without the option.';
+COMMENT ON COLUMN reconcile.diff_runs.recheck IS 'The options recheck and min_age the run was made with, as given; NULL without them.';
+COMMENT ON COLUMN reconcile.diff_runs.young_keys IS 'Keys not compared because a side''s row was updated within min_age.';
+
+ALTER TABLE reconcile.diff_results ADD COLUMN rechecks pg_catalog.int4;
+COMMENT ON COLUMN reconcile.diff_results.rechecks IS 'The rechecks the finding survived (option recheck); NULL without the option.';
+COMMENT ON COLUMN reconcile.diff_jobs.options IS 'reconcile_diff options: compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback, remote, split_factor, leaf_rows, recheck, min_age, max_differences, max_duration.';

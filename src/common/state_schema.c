@@ -73,6 +73,7 @@ static const StateColumn diff_results_columns[] = {
 	{"columns", TEXTOID, "pg_catalog.text[]", STATE_1_0},
 	{"source_values", JSONBOID, NULL, STATE_1_0},
 	{"target_values", JSONBOID, NULL, STATE_1_0},
+	{"rechecks", INT4OID, NULL, STATE_1_2},
 };
 const StateTable state_diff_results = {"diff_results", COLUMNS(diff_results_columns)};
 

@@ -11,6 +11,7 @@
 #ifndef RECONCILE_DIFF_H
 #define RECONCILE_DIFF_H
 
+#include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "utils/array.h"
@@ -18,8 +19,13 @@
 #include "utils/sortsupport.h"
 #include "utils/tuplestore.h"
 
-/* Columns of a finding, as reconcile_diff returns it. */
+/*
+ * Columns of a finding, as reconcile_diff returns it: those of 1.1, then
+ * (schema 1.2) the rechecks it survived.  A finding is written to a
+ * tuplestore of either shape (diff_put_finding).
+ */
 #define DIFF_FINDING_NATTS 5
+#define DIFF_FINDING_NATTS_1_2 6
 
 /* How a compared column tolerates a difference. */
 typedef enum DiffTolerance
@@ -141,7 +147,59 @@ typedef struct DiffSpec
 	 */
 	char	   *sdeleted;
 	char	   *tdeleted;
+
+	/*
+	 * Before a finding is reported (diff.c): rows updated after young_after
+	 * (now minus the option "min_age") on either side are not compared;
+	 * differing keys are read again recheck_times times, recheck_after_ms
+	 * apart, and only those that still differ are reported.
+	 */
+	bool		has_min_age;
+	Datum		young_after;	/* in upd_type */
+	FmgrInfo	upd_cmp;		/* the updated column's btree comparison */
+	Oid			upd_collation;
+	int			recheck_times;	/* 0: no recheck */
+	int64		recheck_after_ms;
+	Jsonb	   *recheck_settings;	/* recheck and min_age as given, for history */
+
+	/* Limits: stop cleanly after this many findings, or at the deadline. */
+	int64		max_differences;	/* 0: none */
+	int64		max_duration_ms;	/* 0: none */
+	TimestampTz deadline;		/* set when the diff starts; 0: none */
+
+	/* Set by diff.c for a recheck's reads (diff_merge.c). */
+	bool		fresh_snapshot; /* each read takes a new snapshot */
+	struct DiffCollector *collect;	/* findings kept here, not in the tuplestore */
 } DiffSpec;
+
+/* A finding held for a recheck (diff.c), with its key's values. */
+typedef struct DiffHeld
+{
+	Datum	   *key;			/* the key columns' values, in the key's types */
+	bool	   *knull;
+	bool		has_null;		/* a NULL in the key: never rechecked */
+	Datum		values[DIFF_FINDING_NATTS];
+	bool		nulls[DIFF_FINDING_NATTS];
+} DiffHeld;
+
+/*
+ * Where findings are held for a recheck: the first read's go to a sort
+ * by key (tuplesort, spilling beyond work_mem) and, with a NULL in the
+ * key, to a tuplestore, as tuples of desc (the finding's columns, then the
+ * key's); a reread's (a chunk of keys) to memory, as DiffHeld.
+ */
+typedef struct DiffCollector
+{
+	TupleDesc	desc;			/* finding columns, then key columns */
+	struct Tuplesortstate *sorted;	/* NULL: held in memory */
+	struct TupleTableSlot *slot;	/* of desc, to put a finding */
+	Tuplestorestate *nullkeyed;
+	int64		nsorted;
+	MemoryContext cxt;
+	DiffHeld   *held;
+	int64		n;
+	int64		cap;
+} DiffCollector;
 
 typedef struct DiffCounts
 {
@@ -154,6 +212,13 @@ typedef struct DiffCounts
 	int64		duplicate_keys;
 	int64		null_keys;
 	int64	   *column_mismatches;	/* per compared column */
+
+	/* Keys not compared because a side's row is younger than min_age. */
+	int64		young_keys;
+	/* Why the diff stopped before the end (NULL: it did not), and where. */
+	const char *stopped;		/* "max_differences" or "max_duration" */
+	Jsonb	   *stopped_at_key; /* the first key not compared, or NULL */
+	int			rechecks;		/* rechecks done; -1: none asked for */
 } DiffCounts;
 
 /* diff_merge.c; diff_execute needs an SPI connection. */
@@ -178,8 +243,15 @@ extern void diff_compare(DiffSpec *spec, Tuplestorestate *findings,
 extern bool diff_checksum(DiffSpec *spec, Tuplestorestate *findings,
 						  TupleDesc findings_desc, DiffCounts *counts);
 
-/* The summary's columns, in reconcile_diff_summary's order. */
+/* The summary's columns, in reconcile_diff_summary's order; 1.2 adds four. */
 #define DIFF_SUMMARY_NATTS 9
+#define DIFF_SUMMARY_NATTS_1_2 13
 extern void diff_summary_values(DiffSpec *spec, DiffCounts *counts, Datum *values);
+/* The four of 1.2: young_keys, stopped, stopped_at_key, rechecks. */
+extern void diff_summary_values_1_2(DiffCounts *counts, Datum *values, bool *nulls);
+
+/* A finding into a tuplestore of 1.1's shape or 1.2's (rechecks < 0: NULL). */
+extern void diff_put_finding(Tuplestorestate *ts, TupleDesc desc, Datum *values,
+							 bool *nulls, int rechecks);
 
 #endif							/* RECONCILE_DIFF_H */

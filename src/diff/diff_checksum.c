@@ -1356,6 +1356,10 @@ add_counts(DiffSpec *spec, DiffCounts *counts, DiffCounts *fc)
 	counts->null_keys += fc->null_keys;
 	for (int i = 0; i < spec->ncols; i++)
 		counts->column_mismatches[i] += fc->column_mismatches[i];
+	/* The one read of rows (diff_execute) says whether a limit stopped it. */
+	counts->young_keys += fc->young_keys;
+	counts->stopped = fc->stopped;
+	counts->stopped_at_key = fc->stopped_at_key;
 }
 
 static int
@@ -1918,6 +1922,7 @@ diff_checksum(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *c
 
 	memset(counts, 0, sizeof(DiffCounts));
 	counts->column_mismatches = palloc0(sizeof(int64) * Max(spec->ncols, 1));
+	counts->rechecks = -1;
 	rd.has_cutoff = diff_cutoff(spec, &rd.cutoff);
 	MemoryContextSwitchTo(cxt);
 	if (rd.has_cutoff)

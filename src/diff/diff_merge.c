@@ -29,6 +29,7 @@
 #include "common/int.h"
 #include "common/jsonapi.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "parser/parse_coerce.h"
@@ -45,6 +46,7 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/tuplesort.h"
 #include "utils/typcache.h"
 
 #include "common/args.h"
@@ -99,11 +101,16 @@ typedef struct DiffExec
 	Tuplestorestate *ts;		/* NULL: only count */
 	TupleDesc	desc;
 	DiffCounts *counts;
-	int			natts;			/* keys, then compared columns */
+	int			natts;			/* keys, compared columns, (min_age) updated */
 	int		   *diffcols;
 	DiffSide	src;
 	DiffSide	tgt;
+	bool		stopped;		/* a limit was reached: read no further */
+	uint32		steps;			/* for the deadline, checked now and then */
 } DiffExec;
+
+/* The deadline of max_duration is looked at every this many keys. */
+#define DIFF_DEADLINE_EVERY 64
 
 static void
 side_copy_head(DiffExec *ex, DiffSide *side)
@@ -279,8 +286,84 @@ values_jsonb(DiffExec *ex, Datum *v, bool *n, int *which, int nwhich)
 	return JsonbValueToJsonb(push_values(&st, ex, v, n, which, nwhich));
 }
 
+/* Whether findings are written out (or held for a recheck), not only counted. */
+static bool
+keeps_findings(DiffExec *ex)
+{
+	return ex->ts != NULL || ex->spec->collect != NULL;
+}
+
+/*
+ * Hold a finding for a recheck (diff.c): its values and its key's, in the
+ * collector's memory, which outlives the row's.
+ */
 static void
-emit(DiffExec *ex, const char *issue, Jsonb *key, Datum columns,
+hold_finding(DiffExec *ex, Datum *kv, bool *kn, Datum *values, bool *nulls)
+{
+	DiffCollector *col = ex->spec->collect;
+	MemoryContext old;
+	DiffHeld   *h;
+	static const int16 lens[DIFF_FINDING_NATTS] = {-1, -1, -1, -1, -1};
+
+	if (col->sorted)
+	{
+		int			nkeys = ex->spec->nkeys;
+		TupleTableSlot *slot = col->slot;
+		Datum	   *v = slot->tts_values;
+		bool	   *n = slot->tts_isnull;
+		bool		has_null = false;
+
+		ExecClearTuple(slot);
+
+		memcpy(v, values, sizeof(Datum) * DIFF_FINDING_NATTS);
+		memcpy(n, nulls, sizeof(bool) * DIFF_FINDING_NATTS);
+		for (int i = 0; i < nkeys; i++)
+		{
+			v[DIFF_FINDING_NATTS + i] = kv[i];
+			n[DIFF_FINDING_NATTS + i] = kn[i];
+			has_null |= kn[i];
+		}
+		ExecStoreVirtualTuple(slot);
+		if (has_null)
+			tuplestore_puttupleslot(col->nullkeyed, slot);
+		else
+		{
+			tuplesort_puttupleslot(col->sorted, slot);
+			col->nsorted++;
+		}
+		ExecClearTuple(slot);
+		return;
+	}
+	old = MemoryContextSwitchTo(col->cxt);
+
+	if (col->n == col->cap)
+	{
+		col->cap = col->cap ? col->cap * 2 : 64;
+		col->held = col->held ? repalloc_huge(col->held, sizeof(DiffHeld) * col->cap)
+			: palloc_extended(sizeof(DiffHeld) * col->cap, MCXT_ALLOC_HUGE);
+	}
+	h = &col->held[col->n++];
+	h->key = palloc(sizeof(Datum) * ex->spec->nkeys);
+	h->knull = palloc(sizeof(bool) * ex->spec->nkeys);
+	h->has_null = false;
+	for (int i = 0; i < ex->spec->nkeys; i++)
+	{
+		DiffColumn *c = &ex->spec->keys[i];
+
+		h->knull[i] = kn[i];
+		h->has_null |= kn[i];
+		h->key[i] = kn[i] ? (Datum) 0 : datumCopy(kv[i], c->typbyval, c->typlen);
+	}
+	for (int i = 0; i < DIFF_FINDING_NATTS; i++)
+	{
+		h->nulls[i] = nulls[i];
+		h->values[i] = nulls[i] ? (Datum) 0 : datumCopy(values[i], false, lens[i]);
+	}
+	MemoryContextSwitchTo(old);
+}
+
+static void
+emit(DiffExec *ex, Datum *kv, bool *kn, const char *issue, Jsonb *key, Datum columns,
 	 Jsonb *sv, Jsonb *tv)
 {
 	Datum		values[DIFF_FINDING_NATTS];
@@ -296,7 +379,25 @@ emit(DiffExec *ex, const char *issue, Jsonb *key, Datum columns,
 	nulls[3] = (sv == NULL);
 	values[4] = tv ? JsonbPGetDatum(tv) : (Datum) 0;
 	nulls[4] = (tv == NULL);
-	tuplestore_putvalues(ex->ts, ex->desc, values, nulls);
+	if (ex->spec->collect)
+		hold_finding(ex, kv, kn, values, nulls);
+	else
+		diff_put_finding(ex->ts, ex->desc, values, nulls, -1);
+}
+
+/*
+ * A finding was counted: stop reading once there are max_differences.
+ * The caller counts a finding only while the diff is not stopped.
+ */
+static void
+finding_counted(DiffExec *ex)
+{
+	if (ex->spec->max_differences > 0 &&
+		diff_findings_total(ex->counts) >= ex->spec->max_differences)
+	{
+		ex->stopped = true;
+		ex->counts->stopped = "max_differences";
+	}
 }
 
 /* A row found on one side only, or with a NULL in its key. */
@@ -305,10 +406,10 @@ emit_row(DiffExec *ex, DiffSide *side, const char *issue)
 {
 	Jsonb	   *vals;
 
-	if (ex->ts == NULL)
+	if (!keeps_findings(ex))
 		return;
 	vals = values_jsonb(ex, side->hv, side->hn, NULL, 0);
-	emit(ex, issue, key_jsonb(ex, side->hv, side->hn), (Datum) 0,
+	emit(ex, side->hv, side->hn, issue, key_jsonb(ex, side->hv, side->hn), (Datum) 0,
 		 side->is_source ? vals : NULL, side->is_source ? NULL : vals);
 }
 
@@ -460,10 +561,13 @@ compare_pair(DiffExec *ex)
 		ex->counts->matched++;
 		return;
 	}
+	if (ex->stopped)
+		return;
 	ex->counts->mismatched++;
 	for (int j = 0; j < ndiff; j++)
 		ex->counts->column_mismatches[ex->diffcols[j]]++;
-	if (ex->ts)
+	finding_counted(ex);
+	if (keeps_findings(ex))
 	{
 		Datum	   *names = palloc(sizeof(Datum) * ndiff);
 		ArrayType  *arr;
@@ -471,7 +575,7 @@ compare_pair(DiffExec *ex)
 		for (int j = 0; j < ndiff; j++)
 			names[j] = CStringGetTextDatum(spec->cols[ex->diffcols[j]].name);
 		arr = construct_array(names, ndiff, TEXTOID, -1, false, TYPALIGN_INT);
-		emit(ex, "MISMATCH", key_jsonb(ex, sv, sn), PointerGetDatum(arr),
+		emit(ex, sv, sn, "MISMATCH", key_jsonb(ex, sv, sn), PointerGetDatum(arr),
 			 values_jsonb(ex, sv, sn, ex->diffcols, ndiff),
 			 values_jsonb(ex, tv, tn, ex->diffcols, ndiff));
 	}
@@ -512,6 +616,7 @@ side_next_group(DiffExec *ex, DiffSide *side)
 	{
 		HeapTuple	t;
 		JsonbParseState *dupst = NULL;
+		bool		report;
 
 		CHECK_FOR_INTERRUPTS();
 		if (!side->has_look)
@@ -531,9 +636,14 @@ side_next_group(DiffExec *ex, DiffSide *side)
 
 		if (key_has_null(ex, side->hn))
 		{
+			if (ex->stopped)
+				return;
 			ex->counts->null_keys++;
+			finding_counted(ex);
 			emit_row(ex, side, null_issue);
 			side->have_prev = false;
+			if (ex->stopped)
+				return;
 			continue;
 		}
 		/* The ORDER BY and this comparison must agree, or the merge is wrong. */
@@ -548,6 +658,7 @@ side_next_group(DiffExec *ex, DiffSide *side)
 		side->have_prev = true;
 
 		side->dup = false;
+		report = false;
 		while ((t = side_fetch(ex, side)) != NULL)
 		{
 			side->rows++;
@@ -562,14 +673,20 @@ side_next_group(DiffExec *ex, DiffSide *side)
 			if (!side->dup)
 			{
 				side->dup = true;
-				ex->counts->duplicate_keys++;
-				if (ex->ts)
+				/* Past a limit the key is still read to its end, not reported. */
+				report = !ex->stopped && keeps_findings(ex);
+				if (!ex->stopped)
+				{
+					ex->counts->duplicate_keys++;
+					finding_counted(ex);
+				}
+				if (report)
 				{
 					pushJsonbValue(&dupst, WJB_BEGIN_ARRAY, NULL);
 					push_values(&dupst, ex, side->hv, side->hn, NULL, 0);
 				}
 			}
-			if (ex->ts)
+			if (report)
 				push_values(&dupst, ex, side->lv, side->ln, NULL, 0);
 			CHECK_FOR_INTERRUPTS();
 		}
@@ -577,11 +694,11 @@ side_next_group(DiffExec *ex, DiffSide *side)
 		 * The look-ahead row's values now sit in lv; the head stays valid
 		 * (side_fetch copies it before freeing its batch).
 		 */
-		if (side->dup && ex->ts)
+		if (side->dup && report)
 		{
 			Jsonb	   *copies = JsonbValueToJsonb(pushJsonbValue(&dupst, WJB_END_ARRAY, NULL));
 
-			emit(ex, dup_issue, key_jsonb(ex, side->hv, side->hn), (Datum) 0,
+			emit(ex, side->hv, side->hn, dup_issue, key_jsonb(ex, side->hv, side->hn), (Datum) 0,
 				 side->is_source ? copies : NULL, side->is_source ? NULL : copies);
 		}
 		return;
@@ -684,6 +801,9 @@ side_open(DiffExec *ex, DiffSide *side, bool is_source, Datum cutoff, bool has_c
 						 is_source ? spec->keys[i].sexpr : spec->keys[i].texpr);
 	for (int i = 0; i < spec->ncols; i++)
 		appendStringInfo(&sql, ", %s", is_source ? spec->cols[i].sexpr : spec->cols[i].texpr);
+	/* min_age: the updated column, after the compared ones (row_is_young). */
+	if (spec->has_min_age)
+		appendStringInfo(&sql, ", %s", is_source ? spec->supd : spec->tupd);
 	appendStringInfo(&sql, " FROM %s", is_source ? spec->squal : spec->tqual);
 	append_where(&sql, spec, is_source ? spec->supd : spec->tupd, !is_source,
 				 cutoff, has_cutoff, types, values, &nparams);
@@ -702,8 +822,10 @@ side_open(DiffExec *ex, DiffSide *side, bool is_source, Datum cutoff, bool has_c
 	}
 
 	side->is_source = is_source;
+	/* A recheck reads with a new snapshot: what committed since the last read. */
 	side->portal = SPI_cursor_open_with_args(NULL, sql.data, nparams, types, values,
-											 NULL, true, CURSOR_OPT_NO_SCROLL);
+											 NULL, !spec->fresh_snapshot,
+											 CURSOR_OPT_NO_SCROLL);
 	side->desc = side->portal->tupDesc;
 	side->headcxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile diff head",
 										  ALLOCSET_SMALL_SIZES);
@@ -726,7 +848,8 @@ source_max(DiffSpec *spec, Datum *result)
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT pg_catalog.max(%s) FROM %s", spec->supd, spec->squal);
 	append_where(&sql, spec, spec->supd, false, (Datum) 0, false, types, values, &nparams);
-	if (SPI_execute_with_args(sql.data, nparams, types, values, NULL, true, 1) != SPI_OK_SELECT)
+	if (SPI_execute_with_args(sql.data, nparams, types, values, NULL,
+							  !spec->fresh_snapshot, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the newest update of the source");
 	*result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (!isnull)
@@ -759,6 +882,47 @@ diff_cutoff(DiffSpec *spec, Datum *result)
 }
 
 /*
+ * min_age: whether the row at the head of a side was updated after now
+ * minus min_age (a NULL update time is old).  A key young on either side
+ * is not compared: its change may still be on its way to the other side.
+ */
+static bool
+row_is_young(DiffExec *ex, DiffSide *side)
+{
+	int			i = ex->spec->nkeys + ex->spec->ncols;
+
+	if (!ex->spec->has_min_age || side->hn[i])
+		return false;
+	return DatumGetInt32(FunctionCall2Coll(&ex->spec->upd_cmp, ex->spec->upd_collation,
+										   side->hv[i], ex->spec->young_after)) > 0;
+}
+
+/*
+ * A diff stopped by a limit: where it stopped, as the first key not
+ * compared (the lower of the two sides' next keys), or none when both
+ * sides were read to their end, which is no stop at all.
+ */
+static void
+note_stop(DiffExec *ex)
+{
+	DiffSide   *next;
+
+	if (ex->src.eof && ex->tgt.eof)
+	{
+		ex->counts->stopped = NULL;
+		return;
+	}
+	if (ex->src.eof)
+		next = &ex->tgt;
+	else if (ex->tgt.eof)
+		next = &ex->src;
+	else
+		next = compare_keys(ex, ex->src.hv, ex->src.hn, ex->tgt.hv, ex->tgt.hn) <= 0
+			? &ex->src : &ex->tgt;
+	ex->counts->stopped_at_key = key_jsonb(ex, next->hv, next->hn);
+}
+
+/*
  * Run a prepared diff: findings into ts (when not NULL), counts into
  * counts.  The caller holds an SPI connection.
  */
@@ -774,12 +938,13 @@ diff_execute(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 
 	memset(&ex, 0, sizeof(ex));
 	memset(counts, 0, sizeof(DiffCounts));
+	counts->rechecks = -1;
 	counts->column_mismatches = palloc0(sizeof(int64) * Max(spec->ncols, 1));
 	ex.spec = spec;
 	ex.ts = ts;
 	ex.desc = desc;
 	ex.counts = counts;
-	ex.natts = spec->nkeys + spec->ncols;
+	ex.natts = spec->nkeys + spec->ncols + (spec->has_min_age ? 1 : 0);
 	ex.diffcols = palloc(sizeof(int) * Max(spec->ncols, 1));
 
 	if (spec->cutoff_source_max)
@@ -795,11 +960,18 @@ diff_execute(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 	old = MemoryContextSwitchTo(rowcxt);
 	side_next_group(&ex, &ex.src);
 	side_next_group(&ex, &ex.tgt);
-	while (!ex.src.eof || !ex.tgt.eof)
+	while (!ex.stopped && (!ex.src.eof || !ex.tgt.eof))
 	{
 		int			c;
 
 		CHECK_FOR_INTERRUPTS();
+		if (spec->deadline != 0 && ++ex.steps % DIFF_DEADLINE_EVERY == 0 &&
+			GetCurrentTimestamp() >= spec->deadline)
+		{
+			ex.stopped = true;
+			counts->stopped = "max_duration";
+			break;
+		}
 		if (ex.src.eof)
 			c = 1;
 		else if (ex.tgt.eof)
@@ -807,11 +979,25 @@ diff_execute(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 		else
 			c = compare_keys(&ex, ex.src.hv, ex.src.hn, ex.tgt.hv, ex.tgt.hn);
 
+		/* A key whose row is younger than min_age on a side is not compared. */
+		if ((c <= 0 && !ex.src.dup && row_is_young(&ex, &ex.src)) ||
+			(c >= 0 && !ex.tgt.dup && row_is_young(&ex, &ex.tgt)))
+		{
+			counts->young_keys++;
+			MemoryContextReset(rowcxt);
+			if (c <= 0)
+				side_next_group(&ex, &ex.src);
+			if (c >= 0)
+				side_next_group(&ex, &ex.tgt);
+			continue;
+		}
+
 		if (c < 0)
 		{
 			if (!ex.src.dup)
 			{
 				counts->missing_in_target++;
+				finding_counted(&ex);
 				emit_row(&ex, &ex.src, "MISSING_IN_TARGET");
 			}
 			MemoryContextReset(rowcxt);
@@ -822,6 +1008,7 @@ diff_execute(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 			if (!ex.tgt.dup)
 			{
 				counts->extra_in_target++;
+				finding_counted(&ex);
 				emit_row(&ex, &ex.tgt, "EXTRA_IN_TARGET");
 			}
 			MemoryContextReset(rowcxt);
@@ -838,6 +1025,8 @@ diff_execute(DiffSpec *spec, Tuplestorestate *ts, TupleDesc desc, DiffCounts *co
 		}
 	}
 	MemoryContextSwitchTo(old);
+	if (ex.stopped)
+		note_stop(&ex);
 	MemoryContextDelete(rowcxt);
 
 	counts->rows_source = ex.src.rows;
@@ -875,6 +1064,47 @@ diff_column_counts_jsonb(DiffSpec *spec, DiffCounts *counts)
 	}
 	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	return JsonbValueToJsonb(res);
+}
+
+/*
+ * A finding into a tuplestore of reconcile_diff's shape: 1.1's five
+ * columns, or 1.2's six with the rechecks it survived (NULL when none were
+ * asked for, rechecks < 0).
+ */
+void
+diff_put_finding(Tuplestorestate *ts, TupleDesc desc, Datum *values, bool *nulls,
+				 int rechecks)
+{
+	Datum		v[DIFF_FINDING_NATTS_1_2];
+	bool		n[DIFF_FINDING_NATTS_1_2];
+
+	if (desc->natts < DIFF_FINDING_NATTS_1_2)
+	{
+		tuplestore_putvalues(ts, desc, values, nulls);
+		return;
+	}
+	memcpy(v, values, sizeof(Datum) * DIFF_FINDING_NATTS);
+	memcpy(n, nulls, sizeof(bool) * DIFF_FINDING_NATTS);
+	v[DIFF_FINDING_NATTS] = Int32GetDatum(rechecks);
+	n[DIFF_FINDING_NATTS] = rechecks < 0;
+	tuplestore_putvalues(ts, desc, v, n);
+}
+
+/*
+ * The summary's columns of 1.2: keys not compared for min_age, why and
+ * where the diff stopped, the rechecks done (NULL when none were asked).
+ */
+void
+diff_summary_values_1_2(DiffCounts *counts, Datum *values, bool *nulls)
+{
+	values[0] = Int64GetDatum(counts->young_keys);
+	nulls[0] = false;
+	values[1] = counts->stopped ? CStringGetTextDatum(counts->stopped) : (Datum) 0;
+	nulls[1] = counts->stopped == NULL;
+	values[2] = counts->stopped_at_key ? JsonbPGetDatum(counts->stopped_at_key) : (Datum) 0;
+	nulls[2] = counts->stopped_at_key == NULL;
+	values[3] = Int32GetDatum(counts->rechecks);
+	nulls[3] = counts->rechecks < 0;
 }
 
 /* The number of findings a diff reports: every count except the matched rows. */

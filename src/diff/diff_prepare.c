@@ -46,6 +46,7 @@
 
 #include "common/colname.h"
 #include "diff.h"
+#include "common/jsonbuild.h"
 #include "common/jsonread.h"
 #include "common/sqlname.h"
 #include "common/state.h"
@@ -53,10 +54,11 @@
 static const char *const diff_option_names[] = {
 	"compare", "ignore", "target_key_columns", "column_map", "trim_keys",
 	"updated_column", "window", "cutoff", "tolerance", "time_zone", "lookback",
-	"remote", "split_factor", "leaf_rows", "tombstones"
+	"remote", "split_factor", "leaf_rows", "tombstones", "recheck", "min_age",
+	"max_differences", "max_duration"
 };
 
-#define DIFF_VALID_OPTIONS "compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback, remote, split_factor, leaf_rows, tombstones"
+#define DIFF_VALID_OPTIONS "compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback, remote, split_factor, leaf_rows, tombstones, recheck, min_age, max_differences, max_duration"
 
 typedef struct DiffOptions
 {
@@ -78,6 +80,10 @@ typedef struct DiffOptions
 #define OPT_SPLIT		12
 #define OPT_LEAF		13
 #define OPT_TOMBSTONES	14
+#define OPT_RECHECK		15
+#define OPT_MIN_AGE		16
+#define OPT_MAX_DIFFS	17
+#define OPT_MAX_DURATION 18
 
 /* A name-to-value pair of an option that is a JSON object. */
 typedef struct OptPair
@@ -620,9 +626,9 @@ window_bound(DiffSpec *spec, JsonbValue *v, const char *which, bool in_zone)
 	return result;
 }
 
-/* An option that is a whole number within [min, max]. */
+/* An option that is a whole number within [min, max]; hint may be NULL. */
 static int
-opt_int(JsonbValue *v, const char *option, int min, int max)
+opt_int_hint(JsonbValue *v, const char *option, int min, int max, const char *hint)
 {
 	Datum		n;
 
@@ -632,7 +638,8 @@ opt_int(JsonbValue *v, const char *option, int min, int max)
 															  NumericGetDatum(v->val.numeric)))))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("option \"%s\" must be a whole number from %d to %d", option, min, max)));
+				 errmsg("option \"%s\" must be a whole number from %d to %d", option, min, max),
+				 hint ? errhint("%s", hint) : 0));
 	n = NumericGetDatum(v->val.numeric);
 	if (DatumGetBool(DirectFunctionCall2(numeric_lt, n,
 										 DirectFunctionCall1(int4_numeric, Int32GetDatum(min)))) ||
@@ -641,8 +648,15 @@ opt_int(JsonbValue *v, const char *option, int min, int max)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"%s\" must be a whole number from %d to %d", option, min, max),
-				 errdetail("It is %s.", DatumGetCString(DirectFunctionCall1(numeric_out, n)))));
+				 errdetail("It is %s.", DatumGetCString(DirectFunctionCall1(numeric_out, n))),
+				 hint ? errhint("%s", hint) : 0));
 	return DatumGetInt32(DirectFunctionCall1(numeric_int4, n));
+}
+
+static int
+opt_int(JsonbValue *v, const char *option, int min, int max)
+{
+	return opt_int_hint(v, option, min, max, NULL);
 }
 
 /* How a side on another server is compared (diff_checksum.c). */
@@ -683,13 +697,13 @@ set_remote_options(DiffSpec *spec, DiffOptions *opts)
  * the interval, counted on the wall clock of the diff's zone, so that a
  * day is a calendar day there whatever the session's TimeZone.
  */
+static Datum now_minus(DiffSpec *spec, Interval *iv, bool in_zone);
+
 static Datum
 lookback_start(DiffSpec *spec, JsonbValue *v, bool in_zone)
 {
 	char	   *text = opt_string(v, "lookback", "an interval, such as \"7 days\"");
 	Interval   *iv;
-	Datum		zone = CStringGetTextDatum(spec->time_zone);
-	Datum		wall;
 	Oid			base = getBaseType(spec->upd_type);
 
 	WITH_OPTION_CONTEXT("lookback",
@@ -708,6 +722,21 @@ lookback_start(DiffSpec *spec, JsonbValue *v, bool in_zone)
 				 errdetail("Updated column \"%s\" is of type %s.", spec->upd_name,
 						   format_type_be(spec->upd_type)),
 				 errhint("Give the option \"window\" with bounds of that type instead.")));
+	return now_minus(spec, iv, in_zone);
+}
+
+/*
+ * Now (the transaction's start) minus iv, counted on the wall clock of the
+ * diff's zone, in the updated column's type (a date, timestamp or
+ * timestamptz): the start of a look-back window, the age of min_age.
+ */
+static Datum
+now_minus(DiffSpec *spec, Interval *iv, bool in_zone)
+{
+	Datum		zone = CStringGetTextDatum(spec->time_zone);
+	Datum		wall;
+	Oid			base = getBaseType(spec->upd_type);
+
 	wall = DirectFunctionCall2(timestamptz_zone, zone,
 							   TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()));
 	wall = DirectFunctionCall2(timestamp_mi_interval, wall, IntervalPGetDatum(iv));
@@ -1217,6 +1246,191 @@ set_tombstones(SpecDraft *d)
 						   spec->sname, spec->tname)));
 }
 
+/* ---------------------------------------------------------------------
+ * Before a finding is reported: recheck, min_age; and the limits
+ * ---------------------------------------------------------------------
+ */
+
+/* An interval's length in microseconds, a month counted as 30 days. */
+static double
+interval_usecs(Interval *iv)
+{
+	return (double) iv->time + (double) iv->day * USECS_PER_DAY +
+		(double) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+}
+
+/*
+ * An option that is an interval of at least min_usecs and at most
+ * max_usecs: any mistake is the option's (22023), with the hint.
+ * interval_in's own error is caught and said as the option's; interval_in
+ * keeps no state, so nothing needs undoing after it fails.
+ */
+static Interval *
+opt_interval(JsonbValue *v, const char *option, double min_usecs, double max_usecs,
+			 const char *hint)
+{
+	char	   *text;
+	Interval   *volatile iv = NULL;
+	MemoryContext cxt = CurrentMemoryContext;
+	double		usecs;
+
+	if (v->type != jbvString)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"%s\" must be an interval, such as \"30 seconds\"", option),
+				 errhint("%s", hint)));
+	text = pnstrdup(v->val.string.val, v->val.string.len);
+	PG_TRY();
+	{
+		iv = DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum(text),
+												   ObjectIdGetDatum(InvalidOid),
+												   Int32GetDatum(-1)));
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+			PG_RE_THROW();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"%s\" must be an interval, such as \"30 seconds\"", option),
+				 errdetail("\"%s\" does not read as an interval: %s", text, edata->message),
+				 errhint("%s", hint)));
+	}
+	PG_END_TRY();
+	usecs = interval_usecs(iv);
+	if (iv->time < 0 || iv->day < 0 || iv->month < 0 || usecs < min_usecs || usecs > max_usecs)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"%s\" is out of range: \"%s\"", option, text),
+				 errhint("%s", hint)));
+	return iv;
+}
+
+#define RECHECK_HINT "Give \"recheck\" as {\"after\": \"30 seconds\", \"times\": 2}: the wait before each reread (up to 1 day) and how many rereads (1 to 100)."
+#define MIN_AGE_HINT "Give \"min_age\" as an interval such as \"5 minutes\", with \"updated_column\" naming a date or timestamp column."
+#define MAX_DIFFS_HINT "Give \"max_differences\" as a whole number of findings, such as 1000."
+#define MAX_DURATION_HINT "Give \"max_duration\" as a positive interval, such as \"10 minutes\"."
+
+/* The option "recheck": {"after": interval, "times": n}. */
+static void
+set_recheck(DiffSpec *spec, JsonbValue *v)
+{
+	int			n;
+	OptPair    *pairs;
+	bool		has_after = false;
+
+	if (!jbv_is_object(v))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"recheck\" must be a JSON object"),
+				 errhint(RECHECK_HINT)));
+	pairs = opt_object(v, "recheck", "", &n);
+	spec->recheck_times = 1;
+	for (int i = 0; i < n; i++)
+	{
+		if (strcmp(pairs[i].name, "after") == 0)
+		{
+			Interval   *iv = opt_interval(&pairs[i].value, "recheck.after", 0,
+										  (double) USECS_PER_DAY, RECHECK_HINT);
+
+			spec->recheck_after_ms = (int64) (interval_usecs(iv) / 1000.0);
+			has_after = true;
+		}
+		else if (strcmp(pairs[i].name, "times") == 0)
+			spec->recheck_times = opt_int_hint(&pairs[i].value, "recheck.times", 1, 100,
+											   RECHECK_HINT);
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown field \"%s\" in option \"recheck\"", pairs[i].name),
+					 errdetail("Option \"recheck\" has the fields \"after\" and \"times\"."),
+					 errhint(RECHECK_HINT)));
+	}
+	if (!has_after)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"recheck\" needs the field \"after\""),
+				 errhint(RECHECK_HINT)));
+}
+
+/* The option "min_age": rows updated since now minus it are not compared. */
+static void
+set_min_age(SpecDraft *d, JsonbValue *v)
+{
+	DiffSpec   *spec = d->spec;
+	Interval   *iv = opt_interval(v, "min_age", 0, 1e18, MIN_AGE_HINT);
+	Oid			base;
+	TypeCacheEntry *tce;
+
+	if (spec->supd == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"min_age\" needs option \"updated_column\""),
+				 errdetail("A row's age is read from the column of last update, which \"updated_column\" names."),
+				 errhint(MIN_AGE_HINT)));
+	base = getBaseType(spec->upd_type);
+	if (base != TIMESTAMPTZOID && base != TIMESTAMPOID && base != DATEOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"min_age\" needs a date or timestamp updated column"),
+				 errdetail("Updated column \"%s\" is of type %s.", spec->upd_name,
+						   format_type_be(spec->upd_type)),
+				 errhint(MIN_AGE_HINT)));
+	spec->has_min_age = true;
+	spec->young_after = now_minus(spec, iv, d->upd_in_zone);
+	tce = lookup_type_cache(base, TYPECACHE_CMP_PROC_FINFO);
+	fmgr_info_copy(&spec->upd_cmp, &tce->cmp_proc_finfo, CurrentMemoryContext);
+	spec->upd_collation = InvalidOid;
+}
+
+/*
+ * "recheck", "min_age", "max_differences" and "max_duration"; recheck and
+ * min_age as given are kept for the runs' history.
+ */
+static void
+set_recheck_and_limits(SpecDraft *d)
+{
+	DiffSpec   *spec = d->spec;
+	DiffOptions *opts = &d->opts;
+
+	if (opts->v[OPT_RECHECK])
+		set_recheck(spec, opts->v[OPT_RECHECK]);
+	if (opts->v[OPT_MIN_AGE])
+		set_min_age(d, opts->v[OPT_MIN_AGE]);
+	if (opts->v[OPT_MAX_DIFFS])
+		spec->max_differences = opt_int_hint(opts->v[OPT_MAX_DIFFS], "max_differences",
+											 1, 1000000000, MAX_DIFFS_HINT);
+	if (opts->v[OPT_MAX_DURATION])
+	{
+		Interval   *iv = opt_interval(opts->v[OPT_MAX_DURATION], "max_duration", 1,
+									  1e18, MAX_DURATION_HINT);
+
+		spec->max_duration_ms = Max((int64) (interval_usecs(iv) / 1000.0), 1);
+	}
+	if (opts->v[OPT_RECHECK] || opts->v[OPT_MIN_AGE])
+	{
+		JsonbParseState *st = NULL;
+
+		pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+		if (opts->v[OPT_RECHECK])
+		{
+			jsonb_push_key(&st, "recheck");
+			pushJsonbValue(&st, WJB_VALUE, opts->v[OPT_RECHECK]);
+		}
+		if (opts->v[OPT_MIN_AGE])
+		{
+			jsonb_push_key(&st, "min_age");
+			pushJsonbValue(&st, WJB_VALUE, opts->v[OPT_MIN_AGE]);
+		}
+		spec->recheck_settings = JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL));
+	}
+}
+
 /* diff_prepare and diff_validate, with or without the privilege checks. */
 static DiffSpec *
 prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
@@ -1241,6 +1455,7 @@ prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
 	set_window_and_cutoff(&d);
 	set_remote_options(d.spec, &d.opts);
 	set_tombstones(&d);
+	set_recheck_and_limits(&d);
 
 	relation_close(srel, AccessShareLock);
 	relation_close(trel, AccessShareLock);

@@ -63,14 +63,22 @@ typedef struct DiffJob
 
 /*
  * The run's row: the columns of 1.1, then (schema 1.2) reader_dependent
- * and sqlstate.  The library also runs against a schema of 1.1 until
+ * and sqlstate, then the run's status, the limit that stopped it and
+ * where, the rechecks done, the recheck settings and the keys left out
+ * for min_age.  The library also runs against a schema of 1.1 until
  * ALTER EXTENSION reconcile UPDATE, and writes 1.2's columns only where
  * they exist (state_schema.c: state_version).
  */
 #define RUN_INSERT_NARGS_1_1 17
-#define RUN_INSERT_NARGS 19
+#define RUN_INSERT_NARGS 25
 #define RUN_READER_DEPENDENT 17
 #define RUN_SQLSTATE 18
+#define RUN_STATUS 19
+#define RUN_STOPPED_BY 20
+#define RUN_STOPPED_AT_KEY 21
+#define RUN_RECHECKS 22
+#define RUN_RECHECK 23
+#define RUN_YOUNG_KEYS 24
 
 static const char *const run_insert_sql_1_1 =
 "INSERT INTO reconcile.diff_runs (job, source, target, started_at,"
@@ -84,14 +92,16 @@ static const char *const run_insert_sql =
 "INSERT INTO reconcile.diff_runs (job, source, target, started_at,"
 " finished_at, rows_source, rows_target, matched, missing_in_target,"
 " extra_in_target, mismatched, duplicate_keys, null_keys,"
-" column_mismatches, findings, error, run_by, reader_dependent, sqlstate)"
+" column_mismatches, findings, error, run_by, reader_dependent, sqlstate,"
+" status, stopped_by, stopped_at_key, rechecks, recheck, young_keys)"
 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
-" $15, $16, $17, $18, $19) RETURNING *";
+" $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25) RETURNING *";
 
 static const Oid run_insert_types[RUN_INSERT_NARGS] = {
 	TEXTOID, REGCLASSOID, REGCLASSOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
 	INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
-	JSONBOID, INT8OID, TEXTOID, NAMEOID, BOOLOID, TEXTOID
+	JSONBOID, INT8OID, TEXTOID, NAMEOID, BOOLOID, TEXTOID,
+	TEXTOID, TEXTOID, JSONBOID, INT4OID, JSONBOID, INT8OID
 };
 
 /*
@@ -238,13 +248,14 @@ resolve_job_relation(DiffJob *job, const char *side, const char *name)
 static TupleDesc
 findings_desc(void)
 {
-	TupleDesc	desc = CreateTemplateTupleDesc(DIFF_FINDING_NATTS);
+	TupleDesc	desc = CreateTemplateTupleDesc(DIFF_FINDING_NATTS_1_2);
 
 	TupleDescInitEntry(desc, 1, "issue", TEXTOID, -1, 0);
 	TupleDescInitEntry(desc, 2, "key", JSONBOID, -1, 0);
 	TupleDescInitEntry(desc, 3, "columns", TEXTARRAYOID, -1, 0);
 	TupleDescInitEntry(desc, 4, "source_values", JSONBOID, -1, 0);
 	TupleDescInitEntry(desc, 5, "target_values", JSONBOID, -1, 0);
+	TupleDescInitEntry(desc, 6, "rechecks", INT4OID, -1, 0);
 	return desc;
 }
 
@@ -275,8 +286,8 @@ insert_results(int64 run_id, Oid source, Oid target, Tuplestorestate *ts,
 			   TupleDesc desc)
 {
 	/* A finding's attributes, in order (diff.h: DIFF_FINDING_NATTS). */
-	static const char *const finding_columns[DIFF_FINDING_NATTS] = {
-		"issue", "key", "columns", "source_values", "target_values"
+	static const char *const finding_columns[DIFF_FINDING_NATTS_1_2] = {
+		"issue", "key", "columns", "source_values", "target_values", "rechecks"
 	};
 	StateRows  *rows = state_rows_create(&state_diff_results);
 	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
@@ -289,7 +300,7 @@ insert_results(int64 run_id, Oid source, Oid target, Tuplestorestate *ts,
 		state_row_set(rows, "run_id", Int64GetDatum(run_id));
 		state_row_set(rows, "source", ObjectIdGetDatum(source));
 		state_row_set(rows, "target", ObjectIdGetDatum(target));
-		for (int i = 0; i < DIFF_FINDING_NATTS; i++)
+		for (int i = 0; i < DIFF_FINDING_NATTS_1_2; i++)
 			if (!slot->tts_isnull[i])
 				state_row_set(rows, finding_columns[i], slot->tts_values[i]);
 		/* columns (text[]) travels as its text form: arrays of arrays are 2-D. */
@@ -339,6 +350,16 @@ run_job(DiffJob *job, const char *runner, TupleDesc *rowdesc,
 											  relation_reader_dependent(target));
 	args[RUN_SQLSTATE] = (Datum) 0;
 	nulls[RUN_SQLSTATE] = 'n';
+	args[RUN_STATUS] = CStringGetTextDatum(counts.stopped ? "stopped" : "complete");
+	args[RUN_STOPPED_BY] = counts.stopped ? CStringGetTextDatum(counts.stopped) : (Datum) 0;
+	nulls[RUN_STOPPED_BY] = counts.stopped ? ' ' : 'n';
+	args[RUN_STOPPED_AT_KEY] = counts.stopped_at_key ? JsonbPGetDatum(counts.stopped_at_key) : (Datum) 0;
+	nulls[RUN_STOPPED_AT_KEY] = counts.stopped_at_key ? ' ' : 'n';
+	args[RUN_RECHECKS] = Int32GetDatum(counts.rechecks);
+	nulls[RUN_RECHECKS] = counts.rechecks < 0 ? 'n' : ' ';
+	args[RUN_RECHECK] = spec->recheck_settings ? JsonbPGetDatum(spec->recheck_settings) : (Datum) 0;
+	nulls[RUN_RECHECK] = spec->recheck_settings ? ' ' : 'n';
+	args[RUN_YOUNG_KEYS] = Int64GetDatum(counts.young_keys);
 	row = insert_run(args, nulls, rowdesc);
 
 	insert_results(DatumGetInt64(heap_getattr(row, 1, *rowdesc, &isnull)),
@@ -385,6 +406,8 @@ record_failure(DiffJob *job, const char *runner, TimestampTz started,
 	nulls[RUN_READER_DEPENDENT] = ' ';
 	args[RUN_SQLSTATE] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
 	nulls[RUN_SQLSTATE] = ' ';
+	args[RUN_STATUS] = CStringGetTextDatum("failed");
+	nulls[RUN_STATUS] = ' ';
 	return insert_run(args, nulls, rowdesc);
 }
 

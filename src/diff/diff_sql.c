@@ -31,6 +31,27 @@ prepare_from_args(FunctionCallInfo fcinfo, const char *funcname)
 }
 
 /*
+ * A diff that a limit stopped says so: findings are rows, and a stop is
+ * not an error, so a NOTICE names the limit and the first key not
+ * compared (reconcile_diff_summary returns both as columns).
+ */
+static void
+report_stop(DiffCounts *counts)
+{
+	if (counts->stopped == NULL)
+		return;
+	ereport(NOTICE,
+			(errmsg("diff stopped by option \"%s\" after %lld findings",
+					counts->stopped, (long long) diff_findings_total(counts)),
+			 counts->stopped_at_key
+			 ? errdetail("Keys from %s on were not compared.",
+						 JsonbToCString(NULL, &counts->stopped_at_key->root,
+										VARSIZE(counts->stopped_at_key)))
+			 : errdetail("Every key was compared; the rechecks were cut short."),
+			 errhint("Raise the limit, or narrow the diff with \"window\" or \"lookback\".")));
+}
+
+/*
  * reconcile_diff(source regclass, target regclass, key_columns text[],
  *                options jsonb DEFAULT '{}')
  *		Compares two relations by key; returns one row per finding
@@ -47,6 +68,7 @@ reconcile_diff(PG_FUNCTION_ARGS)
 	SPI_connect();
 	spec = prepare_from_args(fcinfo, "reconcile_diff");
 	diff_compare(spec, rsinfo->setResult, rsinfo->setDesc, &counts);
+	report_stop(&counts);
 	SPI_finish();
 	return (Datum) 0;
 }
@@ -57,7 +79,9 @@ reconcile_diff(PG_FUNCTION_ARGS)
  *                        options jsonb DEFAULT '{}')
  *		The same comparison as reconcile_diff; returns one row of counts
  *		(rows on each side, matched, missing, extra, mismatched, duplicate
- *		and NULL keys, per-column counts as jsonb).
+ *		and NULL keys, per-column counts as jsonb; in 1.2 also the keys not
+ *		compared for min_age, whether and where a limit stopped it, and
+ *		the rechecks done).
  */
 Datum
 reconcile_diff_summary(PG_FUNCTION_ARGS)
@@ -65,8 +89,8 @@ reconcile_diff_summary(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 	DiffSpec   *spec;
 	DiffCounts	counts;
-	Datum		values[DIFF_SUMMARY_NATTS];
-	bool		nulls[DIFF_SUMMARY_NATTS] = {0};
+	Datum		values[DIFF_SUMMARY_NATTS_1_2];
+	bool		nulls[DIFF_SUMMARY_NATTS_1_2] = {0};
 	HeapTuple	tup;
 	MemoryContext caller = CurrentMemoryContext;
 
@@ -77,6 +101,10 @@ reconcile_diff_summary(PG_FUNCTION_ARGS)
 	diff_compare(spec, NULL, NULL, &counts);
 	MemoryContextSwitchTo(caller);
 	diff_summary_values(spec, &counts, values);
+	/* Schema 1.2's columns, where the installed function has them. */
+	if (desc->natts >= DIFF_SUMMARY_NATTS_1_2)
+		diff_summary_values_1_2(&counts, &values[DIFF_SUMMARY_NATTS],
+								&nulls[DIFF_SUMMARY_NATTS]);
 	tup = heap_form_tuple(BlessTupleDesc(desc), values, nulls);
 	SPI_finish();
 	return HeapTupleGetDatum(tup);
