@@ -95,6 +95,14 @@ typedef struct DiffColumn
 	Datum		tol_numeric;
 	int64		tol_usecs;
 
+	/*
+	 * Option "relative_tolerance" (numeric columns, compared as numeric):
+	 * also equal when |s - t| <= rel_tol * greatest(|s|, |t|).  Such a
+	 * column has tolerance DIFF_TOL_NUMERIC (tol_numeric 0 unless given).
+	 */
+	bool		has_rel_tol;
+	Datum		rel_tol;
+
 	/* timestamptz against timestamp or date: compared in the diff's zone */
 	bool		in_zone;
 } DiffColumn;

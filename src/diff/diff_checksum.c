@@ -197,6 +197,11 @@ column_encoding(DiffColumn *c, const char *expr, Oid own, const char **why)
 		*why = psprintf("Column \"%s\" has a time tolerance, which has no pushable bucket.", c->name);
 		return NULL;
 	}
+	if (c->has_rel_tol)
+	{
+		*why = psprintf("Column \"%s\" has a relative tolerance, which has no pushable bucket.", c->name);
+		return NULL;
+	}
 	if (c->tolerance == DIFF_TOL_NUMERIC &&
 		!DatumGetBool(DirectFunctionCall2(numeric_eq, c->tol_numeric,
 										  DirectFunctionCall1(int4_numeric, Int32GetDatum(0)))))

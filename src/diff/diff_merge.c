@@ -404,7 +404,19 @@ values_equal(DiffColumn *c, Datum a, bool an, Datum b, bool bn)
 					return false;
 				d = DirectFunctionCall1(numeric_abs,
 										DirectFunctionCall2(numeric_sub, a, b));
-				return DatumGetBool(DirectFunctionCall2(numeric_le, d, c->tol_numeric));
+				if (DatumGetBool(DirectFunctionCall2(numeric_le, d, c->tol_numeric)))
+					return true;
+				if (c->has_rel_tol)
+				{
+					/* |a - b| <= rel_tol * greatest(|a|, |b|) */
+					Datum		big = DirectFunctionCall2(numeric_larger,
+														  DirectFunctionCall1(numeric_abs, a),
+														  DirectFunctionCall1(numeric_abs, b));
+
+					return DatumGetBool(DirectFunctionCall2(numeric_le, d,
+															DirectFunctionCall2(numeric_mul, c->rel_tol, big)));
+				}
+				return false;
 			}
 		case DIFF_TOL_TIME:
 			switch (c->basetype)
