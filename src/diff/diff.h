@@ -69,6 +69,20 @@ typedef struct DiffKeyFilter
 	bool		nulls;
 } DiffKeyFilter;
 
+/*
+ * Only the rows of one group of reconcile_diff_totals (option then_rows):
+ * each of its columns (read by its expressions) equal to its value, or
+ * NULL where nulls says so.
+ */
+#define DIFF_MAX_GROUP_FILTER	32
+typedef struct DiffGroupFilter
+{
+	int			ncols;
+	struct DiffColumn *cols;
+	Datum	   *values;
+	bool	   *nulls;
+} DiffGroupFilter;
+
 typedef struct DiffColumn
 {
 	char	   *name;			/* in the source; the name findings use */
@@ -141,6 +155,9 @@ typedef struct DiffSpec
 
 	/* Only keys in these ranges of the first key column (NULL: all). */
 	struct DiffKeyFilter *filter;
+
+	/* Only the rows of one group (NULL: all). */
+	DiffGroupFilter *group_filter;
 } DiffSpec;
 
 typedef struct DiffCounts
@@ -165,7 +182,7 @@ extern DiffSpec *diff_validate(Oid source, Oid target, ArrayType *key_columns,
 extern void diff_execute(DiffSpec *spec, Tuplestorestate *findings,
 						 TupleDesc findings_desc, DiffCounts *counts);
 extern int64 diff_findings_total(DiffCounts *counts);
-extern void diff_append_where(StringInfo sql, DiffSpec *spec, bool target,
+extern bool diff_append_where(StringInfo sql, DiffSpec *spec, bool target,
 							  Datum cutoff, bool has_cutoff, Oid *types,
 							  Datum *values, int *nparams);
 extern bool diff_cutoff(DiffSpec *spec, Datum *result);
