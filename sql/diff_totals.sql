@@ -109,6 +109,7 @@ SELECT * FROM reconcile_diff_totals('ledger', 'ledger_copy', '{day}', '{"amount"
 SELECT * FROM reconcile_diff_totals('ledger', 'ledger_copy', '{day}', '["amount"]');
 SELECT * FROM reconcile_diff_totals('ledger', 'ledger_copy', '{day}', '{"amount": ["sum", "sum"]}');
 SELECT * FROM reconcile_diff_totals('ledger', 'ledger_copy', '{day}', '{"nosuch": ["sum"]}');
+SELECT * FROM reconcile_diff_totals('ledger', 'ledger_copy', '{day}', '{"day": ["max"]}');
 SELECT * FROM reconcile_diff_totals('ledger', 'ledger_copy', '{nosuch}', '{}');
 SELECT * FROM reconcile_diff_totals('ledger', 'ledger_copy', '{}', '{}');
 SELECT * FROM reconcile_diff_totals('ledger', 'ledger_copy', NULL, '{}');

@@ -557,6 +557,21 @@ totals_prepare(Oid source, Oid target, ArrayType *group_by, Jsonb *measures, Jso
 				 errmsg("group_by must name at least one column"),
 				 errhint("For the totals of whole tables, group by a column that has one value, or compare with reconcile_diff_summary.")));
 
+	{
+		Datum	   *elems;
+		bool	   *nulls;
+		int			ng;
+
+		deconstruct_array(group_by, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &ng);
+		for (int i = 0; i < ng; i++)
+			for (int j = 0; j < nmd; j++)
+				if (!nulls[i] && strcmp(TextDatumGetCString(elems[i]), md[j].column) == 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("group column \"%s\" cannot be measured", md[j].column),
+							 errdetail("Each group has one value of it."),
+							 errhint("Leave it out of measures; the row count is always measured.")));
+	}
 	cb.callback = totals_prepare_context;
 	cb.arg = NULL;
 	cb.previous = error_context_stack;
