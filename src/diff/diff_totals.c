@@ -842,6 +842,7 @@ rows_of_groups(TotalsSpec *ts, List *groups, Tuplestorestate *out, TupleDesc des
 									ts->row_options);
 	TupleDesc	fdesc = CreateTemplateTupleDesc(DIFF_FINDING_NATTS);
 	ListCell   *lc;
+	MemoryContext groupcxt;
 
 	TupleDescInitEntry(fdesc, 1, "issue", TEXTOID, -1, 0);
 	TupleDescInitEntry(fdesc, 2, "key", JSONBOID, -1, 0);
@@ -854,9 +855,12 @@ rows_of_groups(TotalsSpec *ts, List *groups, Tuplestorestate *out, TupleDesc des
 	rows->group_filter->ncols = ts->spec->nkeys;
 	rows->group_filter->cols = ts->spec->keys;
 
+	groupcxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile totals group",
+									 ALLOCSET_DEFAULT_SIZES);
 	foreach(lc, groups)
 	{
 		TotalsGroup *g = lfirst(lc);
+		MemoryContext old = MemoryContextSwitchTo(groupcxt);
 		Tuplestorestate *found = tuplestore_begin_heap(false, false, work_mem);
 		TupleTableSlot *slot = MakeSingleTupleTableSlot(fdesc, &TTSOpsMinimalTuple);
 		DiffCounts	counts;
@@ -878,7 +882,11 @@ rows_of_groups(TotalsSpec *ts, List *groups, Tuplestorestate *out, TupleDesc des
 		}
 		ExecDropSingleTupleTableSlot(slot);
 		tuplestore_end(found);
+		/* Each group's diff allocates afresh: the output holds copies. */
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(groupcxt);
 	}
+	MemoryContextDelete(groupcxt);
 	rows->group_filter = NULL;
 }
 
