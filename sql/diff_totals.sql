@@ -61,6 +61,16 @@ FROM reconcile_diff_totals('ledger', 'ledger_copy', '{day}', '{"amount": ["sum"]
 SELECT issue, "group", columns, source_values, target_values
 FROM reconcile_diff_totals('ledger', 'ledger_copy', '{currency}', '{"day": ["min", "max", "count"]}');
 
+-- Group values and measures in the findings' text forms, whatever the
+-- session's settings (a timestamptz in UTC, ISO dates).
+SET TimeZone = 'America/New_York';
+SET DateStyle = 'SQL, DMY';
+SELECT issue, "group", source_values, target_values
+FROM reconcile_diff_totals('ledger', 'ledger_copy', '{day}', '{"updated_at": ["max"]}')
+WHERE issue = 'MISMATCH';
+RESET TimeZone;
+RESET DateStyle;
+
 -- Columns of other names and types on the target (column_map; integer
 -- against bigint); NULL measures (a sum over no value).
 CREATE TABLE ledger_other (ref integer, "Day" date, currency varchar(3), amt numeric);

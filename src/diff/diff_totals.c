@@ -80,6 +80,7 @@ typedef struct TotalsSpec
 	int			nmeasures;
 	TotalsMeasure *measures;
 	bool		include_matches;
+	bool		names_objects;	/* a group or measured type's text names objects */
 	bool		then_rows;
 	ArrayType  *row_keys;		/* option "key_columns" of then_rows */
 	Jsonb	   *row_options;	/* the row diff's options */
@@ -580,6 +581,10 @@ totals_prepare(Oid source, Oid target, ArrayType *group_by, Jsonb *measures, Jso
 	error_context_stack = cb.previous;
 
 	resolve_measures(ts, md, nmd);
+	for (int i = 0; i < ts->spec->nkeys; i++)
+		ts->names_objects |= type_names_objects(ts->spec->keys[i].basetype);
+	for (int i = 0; i < ts->nmeasures; i++)
+		ts->names_objects |= type_names_objects(getBaseType(ts->measures[i].typid));
 	set_measure_tolerances(ts, own[0], false);
 	set_measure_tolerances(ts, own[1], true);
 	ts->include_matches = opt_bool(own[2], "include_matches");
@@ -799,7 +804,10 @@ compare_group(TotalsSpec *ts, HeapTuple tup, TupleDesc tdesc, Tuplestorestate *o
 	const char *issue;
 	Datum	   *diffs = palloc(sizeof(Datum) * ts->nmeasures);
 	int			ndiff = 0;
-	Jsonb	   *group;
+	Jsonb	   *volatile group = NULL;
+	Jsonb	   *volatile sv = NULL;
+	Jsonb	   *volatile tv = NULL;
+	PinnedSettings saved;
 
 	in_t = DatumGetBool(SPI_getbinval(tup, tdesc, k + 2, &isnull)) && !isnull;
 	if (in_s && in_t)
@@ -821,11 +829,22 @@ compare_group(TotalsSpec *ts, HeapTuple tup, TupleDesc tdesc, Tuplestorestate *o
 
 	if (strcmp(issue, "MATCH") == 0 && !ts->include_matches)
 		return false;
-	group = group_jsonb(spec, tup, tdesc);
+	/* Values in the text forms of the diff's findings, whatever the session's. */
+	pinned_settings_enter(&saved, ts->names_objects);
+	PG_TRY();
+	{
+		group = group_jsonb(spec, tup, tdesc);
+		sv = in_s ? measures_jsonb(ts, tup, tdesc, k + 3) : NULL;
+		tv = in_t ? measures_jsonb(ts, tup, tdesc, k + 4) : NULL;
+	}
+	PG_FINALLY();
+	{
+		pinned_settings_leave(&saved);
+	}
+	PG_END_TRY();
 	emit_total(out, desc, issue, group, NULL,
 			   ndiff ? PointerGetDatum(construct_array(diffs, ndiff, TEXTOID, -1, false, TYPALIGN_INT)) : (Datum) 0,
-			   in_s ? measures_jsonb(ts, tup, tdesc, k + 3) : NULL,
-			   in_t ? measures_jsonb(ts, tup, tdesc, k + 4) : NULL);
+			   sv, tv);
 	*group_out = group;
 	return strcmp(issue, "MATCH") != 0;
 }
