@@ -1,7 +1,8 @@
 # reconcile_diff_totals with a Citus-distributed side (issue 24, point 3):
 # the totals equal those of two local tables, and each shard is aggregated
 # on its worker: the workers receive GROUP BY queries on the shards, never
-# the shards' rows.
+# the shards' rows.  And normalised values (point 5) on the Citus checksum
+# path.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -73,5 +74,44 @@ my @shard_reads = ($log =~ /(?:statement|execute <unnamed>): (SELECT [^\n]*led_d
 my @totals = grep { /count\(\*\)/ } @shard_reads;
 ok(scalar(@totals) >= 4, 'each shard aggregated on the worker (' . scalar(@totals) . ' queries)');
 like($_, qr/GROUP BY/, "shard query groups there: " . substr($_, 0, 160)) for @totals[0 .. 3];
+
+# Normalised values with a distributed side: the checksums (computed on
+# the workers for trim, case_insensitive and timestamp_precision, whose
+# functions are immutable; relative_tolerance has no bucket) or the fall
+# back find what reading every row finds.
+$coord->safe_psql('postgres', q{
+ALTER TABLE led_dist ADD COLUMN at timestamp;
+UPDATE led_dist SET at = timestamp '2026-11-01' + id * interval '1 minute';
+CREATE TABLE led_norm AS SELECT * FROM led_dist;
+UPDATE led_norm SET cur = lower(cur) WHERE id % 50 = 1;
+UPDATE led_norm SET cur = ' ' || cur WHERE id % 70 = 2;
+UPDATE led_norm SET at = at + interval '0.3 second' WHERE id % 30 = 3;
+UPDATE led_norm SET amount = amount * 1.0001 WHERE id % 40 = 4;
+UPDATE led_norm SET amount = amount + 7 WHERE id IN (10, 20);
+});
+foreach my $opts ('{"trim": ["cur"]}', '{"case_insensitive": ["cur"]}',
+	'{"trim": ["cur"], "case_insensitive": ["cur"]}', '{"timestamp_precision": {"at": "second"}}',
+	'{"relative_tolerance": {"amount": 0.001}}')
+{
+	foreach my $pair ([ 'led_dist', 'led_norm' ], [ 'led_norm', 'led_dist' ])
+	{
+		my ($s, $t) = @$pair;
+		is( $coord->safe_psql('postgres', qq{
+WITH ck AS (SELECT * FROM reconcile_diff('$s', '$t', '{id}', '$opts'::jsonb || '{"remote": "auto"}')),
+     pl AS (SELECT * FROM reconcile_diff('$s', '$t', '{id}', '$opts'::jsonb || '{"remote": "pull"}'))
+SELECT count(*) FROM ((TABLE ck EXCEPT ALL TABLE pl) UNION ALL (TABLE pl EXCEPT ALL TABLE ck)) x}),
+			'0', "distributed $s vs $t, $opts: the findings of reading every row");
+	}
+	my ($r, $out, $err) = $coord->psql('postgres',
+		qq{SELECT count(*) FROM reconcile_diff('led_dist', 'led_norm', '{id}', '$opts'::jsonb || '{"remote": "checksum"}')});
+	if ($opts =~ /relative_tolerance/)
+	{
+		like($err, qr/relative tolerance, which has no pushable bucket/, "$opts on Citus: not by checksums, said so");
+	}
+	else
+	{
+		is($r, 0, "$opts on Citus: by checksums computed on the workers ($out findings)") or diag($err);
+	}
+}
 
 done_testing();
