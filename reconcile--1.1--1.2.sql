@@ -585,3 +585,26 @@ COMMENT ON COLUMN reconcile.diff_runs.young_keys IS 'Keys not compared because a
 ALTER TABLE reconcile.diff_results ADD COLUMN rechecks pg_catalog.int4;
 COMMENT ON COLUMN reconcile.diff_results.rechecks IS 'The rechecks the finding survived (option recheck); NULL without the option.';
 COMMENT ON COLUMN reconcile.diff_jobs.options IS 'reconcile_diff options: compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback, remote, split_factor, leaf_rows, recheck, min_age, max_differences, max_duration.';
+-- ---- control totals of a diff (issue 24, point 3) ----
+-- Per group of group_by: the row count and the measures asked for (count,
+-- sum, min, max of named columns) on both sides, compared with per-measure
+-- tolerances; one row per group that differs, and with then_rows the
+-- findings of the row diff inside those groups (key not NULL).
+CREATE FUNCTION reconcile_diff_totals(
+    source pg_catalog.regclass,
+    target pg_catalog.regclass,
+    group_by pg_catalog.text[],
+    measures pg_catalog.jsonb DEFAULT '{}'::pg_catalog.jsonb,
+    options pg_catalog.jsonb DEFAULT '{}'::pg_catalog.jsonb)
+RETURNS TABLE (
+    issue pg_catalog.text,
+    "group" pg_catalog.jsonb,
+    key pg_catalog.jsonb,
+    columns pg_catalog.text[],
+    source_values pg_catalog.jsonb,
+    target_values pg_catalog.jsonb)
+AS 'MODULE_PATHNAME', 'reconcile_diff_totals'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 100;
+COMMENT ON FUNCTION reconcile_diff_totals(pg_catalog.regclass, pg_catalog.regclass,
+    pg_catalog.text[], pg_catalog.jsonb, pg_catalog.jsonb) IS
+    'Control totals of source and target per group of group_by: row counts and the measures ({"amount": ["sum", "max"]}: count, sum, min, max) of both sides; one row per group that differs (MISSING_GROUP, EXTRA_GROUP, MISMATCH with the differing measures; MATCH with include_matches). A NULL group value is a group of its own. Options: tolerance and relative_tolerance (per measure or column), include_matches, then_rows with key_columns and row_options (the row diff of the differing groups, its findings with key set), and reconcile_diff''s column_map, updated_column, window, lookback, cutoff, time_zone, trim_keys.';

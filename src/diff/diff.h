@@ -75,6 +75,20 @@ typedef struct DiffKeyFilter
 	bool		nulls;
 } DiffKeyFilter;
 
+/*
+ * Only the rows of one group of reconcile_diff_totals (option then_rows):
+ * each of its columns (read by its expressions) equal to its value, or
+ * NULL where nulls says so.
+ */
+#define DIFF_MAX_GROUP_FILTER	32
+typedef struct DiffGroupFilter
+{
+	int			ncols;
+	struct DiffColumn *cols;
+	Datum	   *values;
+	bool	   *nulls;
+} DiffGroupFilter;
+
 typedef struct DiffColumn
 {
 	char	   *name;			/* in the source; the name findings use */
@@ -100,6 +114,14 @@ typedef struct DiffColumn
 	DiffTolerance tolerance;
 	Datum		tol_numeric;
 	int64		tol_usecs;
+
+	/*
+	 * Option "relative_tolerance" (numeric columns, compared as numeric):
+	 * also equal when |s - t| <= rel_tol * greatest(|s|, |t|).  Such a
+	 * column has tolerance DIFF_TOL_NUMERIC (tol_numeric 0 unless given).
+	 */
+	bool		has_rel_tol;
+	Datum		rel_tol;
 
 	/* timestamptz against timestamp or date: compared in the diff's zone */
 	bool		in_zone;
@@ -170,6 +192,8 @@ typedef struct DiffSpec
 	/* Set by diff.c for a recheck's reads (diff_merge.c). */
 	bool		fresh_snapshot; /* each read takes a new snapshot */
 	struct DiffCollector *collect;	/* findings kept here, not in the tuplestore */
+	/* Only the rows of one group (NULL: all). */
+	DiffGroupFilter *group_filter;
 } DiffSpec;
 
 /* A finding held for a recheck (diff.c), with its key's values. */
@@ -230,7 +254,7 @@ extern DiffSpec *diff_validate(Oid source, Oid target, ArrayType *key_columns,
 extern void diff_execute(DiffSpec *spec, Tuplestorestate *findings,
 						 TupleDesc findings_desc, DiffCounts *counts);
 extern int64 diff_findings_total(DiffCounts *counts);
-extern void diff_append_where(StringInfo sql, DiffSpec *spec, bool target,
+extern bool diff_append_where(StringInfo sql, DiffSpec *spec, bool target,
 							  Datum cutoff, bool has_cutoff, Oid *types,
 							  Datum *values, int *nparams);
 extern bool diff_cutoff(DiffSpec *spec, Datum *result);

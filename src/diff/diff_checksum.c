@@ -197,6 +197,11 @@ column_encoding(DiffColumn *c, const char *expr, Oid own, const char **why)
 		*why = psprintf("Column \"%s\" has a time tolerance, which has no pushable bucket.", c->name);
 		return NULL;
 	}
+	if (c->has_rel_tol)
+	{
+		*why = psprintf("Column \"%s\" has a relative tolerance, which has no pushable bucket.", c->name);
+		return NULL;
+	}
 	if (c->tolerance == DIFF_TOL_NUMERIC &&
 		!DatumGetBool(DirectFunctionCall2(numeric_eq, c->tol_numeric,
 										  DirectFunctionCall1(int4_numeric, Int32GetDatum(0)))))
@@ -431,19 +436,15 @@ params_add(Params *p, Oid type, Datum value)
 static const char *
 append_from(StringInfo sql, RemoteDiff *rd, RSide *s, Params *p)
 {
-	int			before;
-
 	appendStringInfo(sql, " FROM %s", s->rel);
-	if (p->cap < p->n + 4)
+	if (p->cap < p->n + 4 + DIFF_MAX_GROUP_FILTER)
 	{
-		p->cap = p->n + 8;
+		p->cap = p->n + 8 + DIFF_MAX_GROUP_FILTER;
 		p->types = repalloc(p->types, sizeof(Oid) * p->cap);
 		p->values = repalloc(p->values, sizeof(Datum) * p->cap);
 	}
-	before = p->n;
-	diff_append_where(sql, rd->spec, !s->is_source, rd->cutoff, rd->has_cutoff,
-					  p->types, p->values, &p->n);
-	return p->n > before ? " AND " : " WHERE ";
+	return diff_append_where(sql, rd->spec, !s->is_source, rd->cutoff, rd->has_cutoff,
+							 p->types, p->values, &p->n) ? " AND " : " WHERE ";
 }
 
 static Datum

@@ -505,7 +505,19 @@ values_equal(DiffColumn *c, Datum a, bool an, Datum b, bool bn)
 					return false;
 				d = DirectFunctionCall1(numeric_abs,
 										DirectFunctionCall2(numeric_sub, a, b));
-				return DatumGetBool(DirectFunctionCall2(numeric_le, d, c->tol_numeric));
+				if (DatumGetBool(DirectFunctionCall2(numeric_le, d, c->tol_numeric)))
+					return true;
+				if (c->has_rel_tol)
+				{
+					/* |a - b| <= rel_tol * greatest(|a|, |b|) */
+					Datum		big = DirectFunctionCall2(numeric_larger,
+														  DirectFunctionCall1(numeric_abs, a),
+														  DirectFunctionCall1(numeric_abs, b));
+
+					return DatumGetBool(DirectFunctionCall2(numeric_le, d,
+															DirectFunctionCall2(numeric_mul, c->rel_tol, big)));
+				}
+				return false;
 			}
 		case DIFF_TOL_TIME:
 			switch (c->basetype)
@@ -705,7 +717,8 @@ side_next_group(DiffExec *ex, DiffSide *side)
 	}
 }
 
-static void
+/* The window and the cutoff; whether it wrote a WHERE. */
+static bool
 append_where(StringInfo sql, DiffSpec *spec, const char *upd, bool target,
 			 Datum cutoff, bool has_cutoff, Oid *types, Datum *values, int *nparams)
 {
@@ -725,7 +738,7 @@ append_where(StringInfo sql, DiffSpec *spec, const char *upd, bool target,
 		sep = " AND ";
 	}
 	if (upd == NULL)
-		return;
+		return sep[1] == 'A';
 	if (spec->has_lo)
 	{
 		types[*nparams] = spec->upd_type;
@@ -745,7 +758,40 @@ append_where(StringInfo sql, DiffSpec *spec, const char *upd, bool target,
 		types[*nparams] = spec->upd_type;
 		values[(*nparams)++] = cutoff;
 		appendStringInfo(sql, "%s%s OPERATOR(pg_catalog.<=) $%d", sep, upd, *nparams);
+		sep = " AND ";
 	}
+	return sep[1] == 'A';
+}
+
+/*
+ * Only the rows of one group of reconcile_diff_totals (then_rows): each
+ * group column equal to its value, or NULL.  At most
+ * DIFF_MAX_GROUP_FILTER parameters.
+ */
+static bool
+append_group_filter(StringInfo sql, DiffSpec *spec, bool target, bool has_where,
+					Oid *types, Datum *values, int *nparams)
+{
+	DiffGroupFilter *g = spec->group_filter;
+
+	if (g == NULL)
+		return has_where;
+	for (int i = 0; i < g->ncols; i++)
+	{
+		DiffColumn *c = &g->cols[i];
+		const char *e = target ? c->texpr : c->sexpr;
+		const char *sep = has_where || i > 0 ? " AND " : " WHERE ";
+
+		if (g->nulls[i])
+			appendStringInfo(sql, "%s%s IS NULL", sep, e);
+		else
+		{
+			types[*nparams] = c->typid;
+			values[(*nparams)++] = g->values[i];
+			appendStringInfo(sql, "%s%s OPERATOR(pg_catalog.=) $%d", sep, e, *nparams);
+		}
+	}
+	return has_where || g->ncols > 0;
 }
 
 /*
@@ -753,8 +799,8 @@ append_where(StringInfo sql, DiffSpec *spec, const char *upd, bool target,
  * buckets among spec->filter's bounds, and its NULLs if asked.
  */
 static void
-append_key_filter(StringInfo sql, DiffSpec *spec, bool is_source, Oid *types,
-				  Datum *values, int *nparams)
+append_key_filter(StringInfo sql, DiffSpec *spec, bool is_source, bool has_where,
+				  Oid *types, Datum *values, int *nparams)
 {
 	DiffKeyFilter *f = spec->filter;
 	DiffColumn *c = &spec->keys[0];
@@ -765,7 +811,7 @@ append_key_filter(StringInfo sql, DiffSpec *spec, bool is_source, Oid *types,
 	if (OidIsValid(c->collation) && own != c->collation)
 		k1 = psprintf("(%s) COLLATE %s", k1, collation_quoted_name(c->collation));
 
-	appendStringInfoString(sql, *nparams > 0 ? " AND (" : " WHERE (");
+	appendStringInfoString(sql, has_where ? " AND (" : " WHERE (");
 	types[*nparams] = get_array_type(spec->keys[0].basetype);
 	if (f->keys)
 	{
@@ -790,9 +836,10 @@ side_open(DiffExec *ex, DiffSide *side, bool is_source, Datum cutoff, bool has_c
 {
 	DiffSpec   *spec = ex->spec;
 	StringInfoData sql;
-	Oid			types[4 + 2];
-	Datum		values[4 + 2];
+	Oid			types[4 + 2 + DIFF_MAX_GROUP_FILTER];
+	Datum		values[4 + 2 + DIFF_MAX_GROUP_FILTER];
 	int			nparams = 0;
+	bool		has_where;
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT ");
@@ -805,10 +852,11 @@ side_open(DiffExec *ex, DiffSide *side, bool is_source, Datum cutoff, bool has_c
 	if (spec->has_min_age)
 		appendStringInfo(&sql, ", %s", is_source ? spec->supd : spec->tupd);
 	appendStringInfo(&sql, " FROM %s", is_source ? spec->squal : spec->tqual);
-	append_where(&sql, spec, is_source ? spec->supd : spec->tupd, !is_source,
-				 cutoff, has_cutoff, types, values, &nparams);
+	has_where = append_where(&sql, spec, is_source ? spec->supd : spec->tupd, !is_source,
+							 cutoff, has_cutoff, types, values, &nparams);
+	has_where = append_group_filter(&sql, spec, !is_source, has_where, types, values, &nparams);
 	if (spec->filter)
-		append_key_filter(&sql, spec, is_source, types, values, &nparams);
+		append_key_filter(&sql, spec, is_source, has_where, types, values, &nparams);
 	appendStringInfoString(&sql, " ORDER BY ");
 	for (int i = 0; i < spec->nkeys; i++)
 	{
@@ -863,13 +911,19 @@ source_max(DiffSpec *spec, Datum *result)
 	return !isnull;
 }
 
-/* The window's and the cutoff's conditions on a side, for other queries. */
-void
+/*
+ * The window's and the cutoff's conditions on a side, and the group
+ * filter's, for other queries; whether it wrote a WHERE.  types and
+ * values have room for 3 + DIFF_MAX_GROUP_FILTER more parameters.
+ */
+bool
 diff_append_where(StringInfo sql, DiffSpec *spec, bool target, Datum cutoff,
 				  bool has_cutoff, Oid *types, Datum *values, int *nparams)
 {
-	append_where(sql, spec, target ? spec->tupd : spec->supd, target,
-				 cutoff, has_cutoff, types, values, nparams);
+	bool		has_where = append_where(sql, spec, target ? spec->tupd : spec->supd, target,
+										 cutoff, has_cutoff, types, values, nparams);
+
+	return append_group_filter(sql, spec, target, has_where, types, values, nparams);
 }
 
 /* The cutoff's value, as diff_execute computes it; false if none. */

@@ -55,10 +55,11 @@ static const char *const diff_option_names[] = {
 	"compare", "ignore", "target_key_columns", "column_map", "trim_keys",
 	"updated_column", "window", "cutoff", "tolerance", "time_zone", "lookback",
 	"remote", "split_factor", "leaf_rows", "tombstones", "recheck", "min_age",
-	"max_differences", "max_duration"
+	"max_differences", "max_duration", "relative_tolerance",
+	"case_insensitive", "trim", "timestamp_precision"
 };
 
-#define DIFF_VALID_OPTIONS "compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback, remote, split_factor, leaf_rows, tombstones, recheck, min_age, max_differences, max_duration"
+#define DIFF_VALID_OPTIONS "compare, ignore, target_key_columns, column_map, trim_keys, updated_column, window, cutoff, tolerance, time_zone, lookback, remote, split_factor, leaf_rows, tombstones, recheck, min_age, max_differences, max_duration, relative_tolerance, case_insensitive, trim, timestamp_precision"
 
 typedef struct DiffOptions
 {
@@ -84,6 +85,10 @@ typedef struct DiffOptions
 #define OPT_MIN_AGE		16
 #define OPT_MAX_DIFFS	17
 #define OPT_MAX_DURATION 18
+#define OPT_REL_TOL		19
+#define OPT_CASE_INS	20
+#define OPT_TRIM		21
+#define OPT_TS_PREC		22
 
 /* A name-to-value pair of an option that is a JSON object. */
 typedef struct OptPair
@@ -492,6 +497,21 @@ resolve_name(TupleDesc desc, const char *name, const char *role,
 	return pstrdup(NameStr(require_attribute(desc, name, role, side, relname, hint)->attname));
 }
 
+/* A column with a tolerance is compared in numeric: both sides are read as numeric. */
+static void
+read_as_numeric(DiffColumn *c)
+{
+	if (c->basetype != NUMERICOID)
+	{
+		c->sexpr = psprintf("CAST(%s AS pg_catalog.numeric)", c->sexpr);
+		c->texpr = psprintf("CAST(%s AS pg_catalog.numeric)", c->texpr);
+		c->typid = c->basetype = NUMERICOID;
+		c->typlen = -1;
+		c->typbyval = false;
+		fmgr_info(F_NUMERIC_OUT, &c->out);
+	}
+}
+
 static void
 set_tolerance(DiffSpec *spec, DiffColumn *c, JsonbValue *v)
 {
@@ -517,16 +537,7 @@ set_tolerance(DiffSpec *spec, DiffColumn *c, JsonbValue *v)
 						 errmsg("tolerance of column \"%s\" must not be negative", c->name)));
 			c->tolerance = DIFF_TOL_NUMERIC;
 			c->tol_numeric = datumCopy(NumericGetDatum(v->val.numeric), false, -1);
-			/* Compared in numeric: both sides are read as numeric. */
-			if (c->basetype != NUMERICOID)
-			{
-				c->sexpr = psprintf("CAST(%s AS pg_catalog.numeric)", c->sexpr);
-				c->texpr = psprintf("CAST(%s AS pg_catalog.numeric)", c->texpr);
-				c->typid = c->basetype = NUMERICOID;
-				c->typlen = -1;
-				c->typbyval = false;
-				fmgr_info(F_NUMERIC_OUT, &c->out);
-			}
+			read_as_numeric(c);
 			break;
 		case DATEOID:
 		case TIMEOID:
@@ -1076,6 +1087,208 @@ set_tolerances(SpecDraft *d)
 	}
 }
 
+/* ---------------------------------------------------------------------
+ * Normalising values: "relative_tolerance", "trim", "case_insensitive",
+ * "timestamp_precision".  trim, case_insensitive and timestamp_precision
+ * rewrite the expressions that read the column on both sides, so that the
+ * ordered pass, the row encodings of the checksums and the findings all
+ * see the normalised value; relative_tolerance is a comparison, like
+ * tolerance.
+ * ---------------------------------------------------------------------
+ */
+
+/* The compared column an option names: 42703 if none, 22023 if not compared. */
+static DiffColumn *
+compared_column(SpecDraft *d, const char *name, const char *option)
+{
+	DiffSpec   *spec = d->spec;
+	const char *own = NameStr(require_attribute(d->sdesc, name, "normalised", "source",
+												spec->sname,
+												psprintf("Option \"%s\" names compared columns by their names in the source.", option))->attname);
+
+	for (int j = 0; j < spec->ncols; j++)
+		if (strcmp(spec->cols[j].name, own) == 0)
+			return &spec->cols[j];
+	for (int k = 0; k < spec->nkeys; k++)
+		if (strcmp(spec->keys[k].name, own) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"%s\" names key column \"%s\"", option, own),
+					 errdetail("The option normalises compared values; keys are compared as they are."),
+					 errhint("Trim text keys with the option \"trim_keys\".")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("option \"%s\" names column \"%s\", which is not compared", option, own),
+			 errdetail("The compared columns of this diff are set by the options \"compare\" and \"ignore\".")));
+	return NULL;
+}
+
+/* A compared column now read through new expressions of type text. */
+static void
+read_as_text(DiffColumn *c, const char *fn, const char *option)
+{
+	Oid			outfunc;
+	bool		varlena;
+
+	if (TypeCategory(c->basetype) != TYPCATEGORY_STRING)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"%s\" names column \"%s\" of type %s", option, c->name,
+						format_type_be(c->typid)),
+				 errdetail("The option applies to text columns (text, varchar, char, name)."),
+				 errhint("Leave the column out of option \"%s\".", option)));
+	c->sexpr = psprintf("pg_catalog.%s(CAST(%s AS pg_catalog.text))", fn, c->sexpr);
+	c->texpr = psprintf("pg_catalog.%s(CAST(%s AS pg_catalog.text))", fn, c->texpr);
+	c->typid = c->basetype = TEXTOID;
+	get_typlenbyval(TEXTOID, &c->typlen, &c->typbyval);
+	getTypeOutputInfo(TEXTOID, &outfunc, &varlena);
+	fmgr_info(outfunc, &c->out);
+	if (!OidIsValid(c->collation))
+		c->collation = DEFAULT_COLLATION_OID;
+}
+
+/* The units date_trunc knows, the only ones spliced into its call. */
+static const char *const precision_units[] = {
+	"microseconds", "milliseconds", "second", "minute", "hour", "day", "week",
+	"month", "quarter", "year", "decade", "century", "millennium"
+};
+
+static void
+set_precision(DiffSpec *spec, DiffColumn *c, JsonbValue *v)
+{
+	const char *unit = NULL;
+
+	if (v->type == jbvString)
+	{
+		char	   *given = pnstrdup(v->val.string.val, v->val.string.len);
+
+		for (int i = 0; i < lengthof(precision_units); i++)
+			if (pg_strcasecmp(given, precision_units[i]) == 0)
+				unit = precision_units[i];
+	}
+	if (unit == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"timestamp_precision\" of column \"%s\" must be a unit of date_trunc", c->name),
+				 errhint("Use one of microseconds, milliseconds, second, minute, hour, day, week, month, quarter, year, decade, century, millennium.")));
+
+	/*
+	 * The unit is one of the list above and the zone was checked when the
+	 * option was read: both go into the expression as literals, since it
+	 * must stand alone in select lists, ORDER BY and WHERE clauses (as
+	 * zone_compared's do).  A timestamptz is truncated on the wall clock of
+	 * the diff's time zone with immutable functions only.
+	 */
+	switch (c->basetype)
+	{
+		case TIMESTAMPOID:
+			c->sexpr = psprintf("pg_catalog.date_trunc('%s'::pg_catalog.text, %s)", unit, c->sexpr);
+			c->texpr = psprintf("pg_catalog.date_trunc('%s'::pg_catalog.text, %s)", unit, c->texpr);
+			break;
+		case TIMESTAMPTZOID:
+			{
+				const char *zone = quote_literal_cstr(spec->time_zone);
+
+				c->sexpr = psprintf("pg_catalog.timezone(%s::pg_catalog.text, pg_catalog.date_trunc('%s'::pg_catalog.text, pg_catalog.timezone(%s::pg_catalog.text, %s)))",
+									zone, unit, zone, c->sexpr);
+				c->texpr = psprintf("pg_catalog.timezone(%s::pg_catalog.text, pg_catalog.date_trunc('%s'::pg_catalog.text, pg_catalog.timezone(%s::pg_catalog.text, %s)))",
+									zone, unit, zone, c->texpr);
+			}
+			break;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"timestamp_precision\" names column \"%s\" of type %s", c->name,
+							format_type_be(c->typid)),
+					 errdetail("The option applies to timestamp and timestamptz columns."),
+					 errhint("Leave the column out of option \"timestamp_precision\".")));
+	}
+}
+
+static void
+set_relative_tolerance(DiffColumn *c, JsonbValue *v)
+{
+	switch (c->basetype)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case FLOAT4OID:
+		case FLOAT8OID:
+		case NUMERICOID:
+			break;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("column \"%s\" of type %s cannot have a relative tolerance",
+							c->name, format_type_be(c->typid)),
+					 errdetail("A relative tolerance applies to numeric columns (smallint to numeric, real, double precision)."),
+					 errhint("Leave the column out of option \"relative_tolerance\".")));
+	}
+	if (v->type != jbvNumeric || numeric_is_nan(v->val.numeric) ||
+		DatumGetBool(DirectFunctionCall2(numeric_lt, NumericGetDatum(v->val.numeric),
+										 DirectFunctionCall1(int4_numeric, Int32GetDatum(0)))))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("relative tolerance of column \"%s\" must be a non-negative number", c->name),
+				 errdetail("It is a fraction of the larger absolute value: 0.001 lets the values differ by 0.1%%."),
+				 errhint("Pass for example {\"relative_tolerance\": {\"%s\": 0.001}}.", c->name)));
+	if (c->tolerance == DIFF_TOL_NONE)
+	{
+		c->tolerance = DIFF_TOL_NUMERIC;
+		c->tol_numeric = DirectFunctionCall1(int4_numeric, Int32GetDatum(0));
+	}
+	c->has_rel_tol = true;
+	c->rel_tol = datumCopy(NumericGetDatum(v->val.numeric), false, -1);
+	read_as_numeric(c);
+}
+
+static void
+set_normalisations(SpecDraft *d)
+{
+	DiffSpec   *spec = d->spec;
+	int			n;
+
+	if (d->opts.v[OPT_TRIM])
+	{
+		char	  **names = opt_name_array(d->opts.v[OPT_TRIM], "trim", &n);
+
+		for (int i = 0; i < n; i++)
+			read_as_text(compared_column(d, names[i], "trim"), "btrim", "trim");
+	}
+	if (d->opts.v[OPT_CASE_INS])
+	{
+		char	  **names = opt_name_array(d->opts.v[OPT_CASE_INS], "case_insensitive", &n);
+
+		for (int i = 0; i < n; i++)
+			read_as_text(compared_column(d, names[i], "case_insensitive"), "lower",
+						 "case_insensitive");
+	}
+	if (d->opts.v[OPT_TS_PREC])
+	{
+		OptPair    *p = opt_object(d->opts.v[OPT_TS_PREC], "timestamp_precision",
+								   "from column names to units, such as \"second\"", &n);
+
+		for (int i = 0; i < n; i++)
+			set_precision(spec, compared_column(d, p[i].name, "timestamp_precision"), &p[i].value);
+	}
+	if (d->opts.v[OPT_REL_TOL])
+	{
+		OptPair    *p = opt_object(d->opts.v[OPT_REL_TOL], "relative_tolerance",
+								   "from column names to fractions", &n);
+
+		for (int i = 0; i < n; i++)
+		{
+			DiffColumn *c = compared_column(d, p[i].name, "relative_tolerance");
+
+			set_relative_tolerance(c, &p[i].value);
+			prepare_comparison(c);
+		}
+	}
+	for (int j = 0; j < spec->ncols; j++)
+		prepare_comparison(&spec->cols[j]);
+}
+
 /* The updated column: its name on both sides, its type, ordered. */
 static void
 resolve_updated_column(SpecDraft *d)
@@ -1451,6 +1664,7 @@ prepare_spec(Oid source, Oid target, ArrayType *key_columns, Jsonb *options,
 	resolve_keys(&d);
 	resolve_compared(&d);
 	set_tolerances(&d);
+	set_normalisations(&d);
 	resolve_updated_column(&d);
 	set_window_and_cutoff(&d);
 	set_remote_options(d.spec, &d.opts);

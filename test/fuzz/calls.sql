@@ -298,6 +298,43 @@ BEGIN
     WHEN f = 17 THEN format('SELECT * FROM reconcile_check_run(%s)',
         CASE WHEN deep THEN '(SELECT job FROM reconcile.check_jobs ORDER BY random() LIMIT 1)'
              ELSE pg_temp.pick('words', 'text') END)
+    -- Control totals, and the diff's value normalisation (issue 24).
+    WHEN f = 18 AND random() < 0.5 THEN pg_temp.one(
+        format('SELECT * FROM reconcile_diff_totals(%s, %s, %s, %s, %s)', rel,
+            CASE WHEN deep THEN pg_temp.lit(pg_temp.one('customer_copy', p.staged, p.target, 'remote_customer',
+                                                             'hostile_customer', 'remote_wide'), 'regclass')
+                 ELSE pg_temp.pick('rels', 'regclass') END,
+            CASE WHEN deep THEN pg_temp.lit(pg_temp.one('{' || p.cols[1] || '}', '{' || coalesce(p.cols[2], p.cols[1]) || '}',
+                                                             '{' || p.cols[1] || ',' || coalesce(p.cols[3], p.cols[1]) || '}', '{}'), 'text[]')
+                 ELSE pg_temp.pick('name_lists', 'text[]') END,
+            pg_temp.lit(pg_temp.one(
+                jsonb_build_object(coalesce(p.cols[2], p.cols[1]), jsonb_build_array('sum', 'max')),
+                jsonb_build_object(coalesce(p.cols[3], p.cols[1]), jsonb_build_array('min', 'count'), '*', jsonb_build_array('count')),
+                jsonb_build_object(coalesce(p.cols[2], p.cols[1]), 'sum'),
+                jsonb_build_object(coalesce(p.cols[2], p.cols[1]), jsonb_build_array('avg', pg_temp.jnum())),
+                jsonb_build_object('*', jsonb_build_array('sum')),
+                '[]'::jsonb, '{}'::jsonb)::text, 'jsonb'),
+            pg_temp.lit(pg_temp.one(
+                jsonb_build_object('then_rows', true, 'key_columns', jsonb_build_array(p.cols[1])),
+                jsonb_build_object('then_rows', pg_temp.jnum(), 'key_columns', pg_temp.jnum(), 'row_options', pg_temp.jnum()),
+                jsonb_build_object('tolerance', jsonb_build_object('sum(' || coalesce(p.cols[2], p.cols[1]) || ')', pg_temp.jnum())),
+                jsonb_build_object('relative_tolerance', jsonb_build_object(coalesce(p.cols[2], p.cols[1]), pg_temp.jnum(), '*', pg_temp.jnum())),
+                jsonb_build_object('include_matches', pg_temp.jnum()),
+                jsonb_build_object('updated_column', coalesce(p.cols[3], p.cols[1]), 'window', jsonb_build_array(pg_temp.jnum(), pg_temp.jnum())),
+                '{}'::jsonb)::text, 'jsonb')),
+        format('SELECT * FROM reconcile_diff(%s, %s, %s, %s)', rel,
+            CASE WHEN deep THEN pg_temp.lit(pg_temp.one('customer_copy', p.staged, p.target, 'remote_customer',
+                                                             'hostile_customer', 'remote_wide'), 'regclass')
+                 ELSE pg_temp.pick('rels', 'regclass') END,
+            CASE WHEN deep THEN pg_temp.lit('{' || p.cols[1] || '}', 'text[]')
+                 ELSE pg_temp.pick('name_lists', 'text[]') END,
+            pg_temp.lit(pg_temp.one(
+                jsonb_build_object('trim', jsonb_build_array(coalesce(p.cols[2], p.cols[1]), coalesce(p.cols[3], p.cols[1]))),
+                jsonb_build_object('case_insensitive', jsonb_build_array(coalesce(p.cols[2], p.cols[1])), 'trim', jsonb_build_array(coalesce(p.cols[2], p.cols[1]))),
+                jsonb_build_object('timestamp_precision', jsonb_build_object(coalesce(p.cols[3], p.cols[1]), pg_temp.one('second', 'DAY', 'fortnight', ''))),
+                jsonb_build_object('timestamp_precision', jsonb_build_object(coalesce(p.cols[2], p.cols[1]), pg_temp.jnum())),
+                jsonb_build_object('relative_tolerance', jsonb_build_object(coalesce(p.cols[2], p.cols[1]), pg_temp.jnum()), 'remote', 'checksum'),
+                jsonb_build_object('trim', pg_temp.jnum(), 'case_insensitive', pg_temp.jnum()))::text, 'jsonb')))
     ELSE format('SELECT reconcile_set_rules(%s, %s)', rel, pg_temp.rules(p.cols))
     END;
     -- Now and then: DDL on what the call reads, in a transaction rolled back.
