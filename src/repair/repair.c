@@ -306,11 +306,15 @@ resolve_columns(Repair *r)
 		Form_pg_attribute att = colname_find(RelationGetDescr(srel), r->opts.version_column);
 
 		if (att == NULL)
+		{
+			char	   *hint = colname_hint(RelationGetDescr(srel), r->opts.version_column);
+
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("version column \"%s\" does not exist in source \"%s\"",
 							r->opts.version_column, RelationGetRelationName(srel)),
-					 errhint("%s", colname_hint(RelationGetDescr(srel), r->opts.version_column))));
+					 hint ? errhint("%s", hint) : 0));
+		}
 		r->opts.version_column = pstrdup(NameStr(att->attname));
 		r->src_ver_type = att->atttypid;
 		relation_close(srel, AccessShareLock);
@@ -409,7 +413,8 @@ emit(Repair *r, Datum key, bool keynull, const char *issue, const char *action,
 
 	values[0] = key;
 	nulls[0] = keynull;
-	values[1] = CStringGetTextDatum(issue);
+	values[1] = issue ? CStringGetTextDatum(issue) : (Datum) 0;
+	nulls[1] = issue == NULL;
 	values[2] = CStringGetTextDatum(action);
 	values[3] = CStringGetTextDatum(outcome);
 	values[4] = oldv ? JsonbPGetDatum(oldv) : (Datum) 0;
@@ -1202,7 +1207,7 @@ repair_execute(Repair *r, ArrayType *key_columns, Jsonb *options)
 	/* A named run already applied replays: its receipt, nothing done. */
 	if (!r->opts.dry_run && r->reg && (replayed = applied_run(r)) != NULL)
 	{
-		emit(r, (Datum) 0, true, "", "none", "replayed", NULL, NULL, replayed);
+		emit(r, (Datum) 0, true, NULL, "none", "replayed", NULL, NULL, replayed);
 		return;
 	}
 
