@@ -54,6 +54,27 @@ SELECT key, issue, action, outcome, old_values, new_values
 SELECT * FROM o_tgt ORDER BY ident;
 SELECT count(*) AS findings_after FROM reconcile_diff('o_src', 'o_tgt', '{id}', :'oopts');
 
+-- A key with two source rows, one of them outside the window: skipped, reported.
+CREATE TABLE w_src (id int, v int, upd date);
+CREATE TABLE w_tgt (id int, v int, upd date);
+INSERT INTO w_src VALUES (1, 1, '2026-11-10'), (1, 2, '2026-09-01'), (2, 2, '2026-11-10');
+SELECT key, issue, action, outcome FROM reconcile_repair('w_src', 'w_tgt', '{id}',
+    '{"updated_column": "upd", "window": ["2026-11-01", null]}') ORDER BY key::text;
+SELECT * FROM w_tgt;
+
+-- Naive times compared in the diff's time zone go back in that zone,
+-- whatever the session's TimeZone.
+CREATE TABLE z_src (id int, at timestamp);
+CREATE TABLE z_tgt (id int, at timestamptz);
+INSERT INTO z_src VALUES (1, '2026-11-01 10:00'), (2, '2026-11-02 10:00');
+INSERT INTO z_tgt VALUES (1, '2026-11-01 09:00-05');
+SET TimeZone = 'Asia/Tokyo';
+SELECT key, action, outcome, old_values, new_values FROM reconcile_repair('z_src', 'z_tgt', '{id}',
+    '{"time_zone": "America/New_York"}') ORDER BY key::text;
+RESET TimeZone;
+SELECT id, at AT TIME ZONE 'America/New_York' AS new_york FROM z_tgt ORDER BY id;
+SELECT count(*) AS findings_after FROM reconcile_diff('z_src', 'z_tgt', '{id}', '{"time_zone": "America/New_York"}');
+
 -- ---- A registered target: a batch, compare-and-set on the version ----
 CREATE TABLE r_src (id int, name text, ver bigint);
 CREATE TABLE r_tgt (id int PRIMARY KEY, name text, version bigint NOT NULL,
@@ -136,7 +157,7 @@ SELECT count(*) FROM reconcile_repair('src_orders', 'sink_orders', '{order_id}',
 RESET ROLE;
 
 RESET client_min_messages;
-DROP TABLE src_orders, sink_orders, p_src, p_tgt, o_src, o_tgt, r_stage, r_src CASCADE;
+DROP TABLE src_orders, sink_orders, p_src, p_tgt, o_src, o_tgt, w_src, w_tgt, z_src, z_tgt, r_stage, r_src CASCADE;
 SELECT reconcile_unregister('r_tgt');
 DROP TABLE r_tgt CASCADE;
 DROP ROLE repair_reader;

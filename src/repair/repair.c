@@ -637,10 +637,11 @@ skip_ambiguous(Repair *r)
 	StringInfoData sql;
 
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "DELETE FROM pg_temp.%s WHERE ord IN (SELECT ord FROM pg_temp.%s"
+	appendStringInfo(&sql, "WITH d AS (DELETE FROM pg_temp.%s WHERE ord IN (SELECT ord FROM pg_temp.%s"
 					 " GROUP BY ord HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1)"
-					 " RETURNING key, issue", qi(r->pname), qi(r->pname));
-	if (SPI_execute(sql.data, false, 0) != SPI_OK_DELETE_RETURNING)
+					 " RETURNING ord, key, issue) SELECT DISTINCT ON (ord) key, issue FROM d ORDER BY ord",
+					 qi(r->pname), qi(r->pname));
+	if (SPI_execute(sql.data, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not check the plan's keys");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -650,12 +651,7 @@ skip_ambiguous(Repair *r)
 		Datum		key = SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &n1);
 		Datum		issue = SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &n2);
 
-		/* Each copy once: the first of them is enough to report. */
-		if (i > 0 && DatumGetInt32(DirectFunctionCall2(jsonb_cmp, key,
-													   SPI_getbinval(SPI_tuptable->vals[i - 1],
-																	 SPI_tuptable->tupdesc, 1, &n2))) == 0)
-			continue;
-		emit(r, datumCopy(key, false, -1), false, TextDatumGetCString(issue), "none",
+		emit(r, key, false, TextDatumGetCString(issue), "none",
 			 "skipped_duplicate_key", NULL, NULL, NULL);
 	}
 }
