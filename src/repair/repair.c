@@ -35,6 +35,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -99,6 +100,8 @@ typedef struct Repair
 	char	   *pname;
 	char	   *sname;
 	char	   *vname;
+	char	   *cname;			/* the target's rows under the lock */
+	char	   *aname;			/* ... and after the batch */
 	Snapshot	snap;			/* the diff's */
 	Oid			extschema;
 	Tuplestorestate *out;
@@ -219,16 +222,24 @@ check_rights(Repair *r)
 	}
 }
 
+/*
+ * A registered target managed by Citus is refused: its batch needs the
+ * staged rows in a table distributed with it, and the repair stages them
+ * in a temporary table of its session, which Citus cannot distribute.
+ * Plain Citus targets and Citus sources are repaired by plain SQL, which
+ * Citus routes (test/t/052_citus_repair.pl).
+ */
 static void
-refuse_citus(Oid relid, const char *side)
+refuse_citus(Repair *r)
 {
-	if (citus_table_kind(relid, NULL, NULL) != CITUS_NONE)
+	if (r->reg && r->reg->citus_kind != CITUS_NONE)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("reconcile_repair does not support a %s managed by Citus yet: \"%s\"",
-						side, get_rel_name(relid)),
-				 errdetail("Repairs of Citus tables are not tested yet and are refused rather than run untested."),
-				 errhint("Run reconcile_diff and fix the findings with a batch (reconcile_batch).")));
+				 errmsg("reconcile_repair does not support a registered target managed by Citus yet: \"%s\"",
+						get_rel_name(r->target)),
+				 errdetail("The repair's batch stages its rows in a temporary table, and a batch into %s needs them in a table distributed with it.",
+						   citus_kind_name(r->reg->citus_kind)),
+				 errhint("Run reconcile_diff, stage the source's rows of its findings in a table co-located with the target, and load them with reconcile_batch.")));
 }
 
 /* The registered target's key must be the diff's target key, in any order. */
@@ -526,6 +537,71 @@ store_findings(Repair *r, Tuplestorestate *ts, TupleDesc desc)
 }
 
 /*
+ * " LEFT JOIN (the target's rows of the keys of relation keys, alias
+ * alias, raw: t_present, tn<i> the key as the diff reads it, tk<i>, t<i>,
+ * p<i>, t_ver, t_del) t ON the key": filtered by key, pushed down to a
+ * foreign or a Citus side.
+ */
+static void
+append_target_rows(Repair *r, StringInfo sql, const char *keys, const char *alias)
+{
+	DiffSpec   *spec = r->spec;
+
+	appendStringInfoString(sql, " LEFT JOIN (SELECT true AS t_present");
+	for (int i = 0; i < spec->nkeys; i++)
+		appendStringInfo(sql, ", %s AS tn%d, %s AS tk%d",
+						 collated(&spec->keys[i], spec->keys[i].texpr, spec->keys[i].tcollation),
+						 i + 1, qi(spec->keys[i].tname), i + 1);
+	for (int i = 0; i < spec->ncols; i++)
+		appendStringInfo(sql, ", %s AS t%d", qi(spec->cols[i].tname), i + 1);
+	if (r->reg)
+	{
+		for (int p = 0; p < r->reg->npayload; p++)
+			appendStringInfo(sql, ", %s AS p%d", qi(r->reg->payload[p].name), p + 1);
+		appendStringInfo(sql, ", %s AS t_ver, %s AS t_del", qi(r->reg->version.name),
+						 qi(r->reg->deleted.name));
+	}
+	appendStringInfo(sql, " FROM %s WHERE ", r->tqual);
+	for (int i = 0; i < spec->nkeys; i++)
+	{
+		DiffColumn *k = &spec->keys[i];
+
+		appendStringInfo(sql, "%s%s %s ANY (ARRAY(SELECT %s FROM pg_temp.%s))",
+						 i ? " AND " : "", collated(k, k->texpr, k->tcollation),
+						 operator_sql(lookup_type_cache(k->typid, TYPECACHE_EQ_OPR)->eq_opr),
+						 collated(k, psprintf("k%d", i + 1), k->scollation), qi(keys));
+	}
+	appendStringInfoString(sql, ") t ON ");
+	for (int i = 0; i < spec->nkeys; i++)
+	{
+		DiffColumn *k = &spec->keys[i];
+
+		if (i)
+			appendStringInfoString(sql, " AND ");
+		append_eq(sql, psprintf("t.tn%d", i + 1),
+				  collated(k, psprintf("%s.k%d", alias, i + 1), k->scollation), k->typid);
+	}
+}
+
+/*
+ * The target's rows of the plan's keys as they are now, into a temporary
+ * relation: one plain query on the target, then compared locally, so that
+ * a Citus or foreign target is read as any other.
+ */
+static void
+read_target_rows(Repair *r, const char *name)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE TEMPORARY TABLE %s AS SELECT f.ord, t.* FROM pg_temp.%s f",
+					 qi(name), qi(r->pname));
+	append_target_rows(r, &sql, r->pname, "f");
+	appendStringInfoString(&sql, " WHERE t.t_present");
+	run_sql(sql.data, SPI_OK_UTILITY);
+}
+
+/*
  * The plan: per finding, the source's row of its key and the target's (the
  * table itself, tombstones included), both read by key only, whatever the
  * diff's window, and the action that makes them agree.  It is read under
@@ -588,40 +664,7 @@ build_plan(Repair *r)
 	}
 
 	/* The target's rows of the keys, raw. */
-	appendStringInfoString(&sql, " LEFT JOIN (SELECT true AS t_present");
-	for (int i = 0; i < spec->nkeys; i++)
-		appendStringInfo(&sql, ", %s AS tn%d, %s AS tk%d",
-						 collated(&spec->keys[i], spec->keys[i].texpr, spec->keys[i].tcollation),
-						 i + 1, qi(spec->keys[i].tname), i + 1);
-	for (int i = 0; i < spec->ncols; i++)
-		appendStringInfo(&sql, ", %s AS t%d", qi(spec->cols[i].tname), i + 1);
-	if (r->reg)
-	{
-		for (int p = 0; p < r->reg->npayload; p++)
-			appendStringInfo(&sql, ", %s AS p%d", qi(r->reg->payload[p].name), p + 1);
-		appendStringInfo(&sql, ", %s AS t_ver, %s AS t_del", qi(r->reg->version.name),
-						 qi(r->reg->deleted.name));
-	}
-	appendStringInfo(&sql, " FROM %s WHERE ", r->tqual);
-	for (int i = 0; i < spec->nkeys; i++)
-	{
-		DiffColumn *k = &spec->keys[i];
-
-		appendStringInfo(&sql, "%s%s %s ANY (ARRAY(SELECT %s FROM pg_temp.%s))",
-						 i ? " AND " : "", collated(k, k->texpr, k->tcollation),
-						 operator_sql(lookup_type_cache(k->typid, TYPECACHE_EQ_OPR)->eq_opr),
-						 collated(k, psprintf("k%d", i + 1), k->scollation), qi(r->fname));
-	}
-	appendStringInfoString(&sql, ") t ON ");
-	for (int i = 0; i < spec->nkeys; i++)
-	{
-		DiffColumn *k = &spec->keys[i];
-
-		if (i)
-			appendStringInfoString(&sql, " AND ");
-		append_eq(&sql, psprintf("t.tn%d", i + 1),
-				  collated(k, psprintf("f.k%d", i + 1), k->scollation), k->typid);
-	}
+	append_target_rows(r, &sql, r->fname, "f");
 
 	plan = SPI_prepare(sql.data, 0, NULL);
 	if (plan == NULL)
@@ -713,7 +756,7 @@ report_plan(Repair *r, const char *outcome_col, const char *batch_id)
 	MemoryContext caller = CurrentMemoryContext;
 
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT *, %s AS outcome FROM pg_temp.%s ORDER BY ord",
+	appendStringInfo(&sql, "SELECT p.*, %s AS outcome FROM pg_temp.%s p ORDER BY p.ord",
 					 outcome_col, qi(r->pname));
 	portal = SPI_cursor_open_with_args(NULL, sql.data, 0, NULL, NULL, NULL, false, 0);
 	pinned_settings_enter(&saved, false);
@@ -946,34 +989,27 @@ mark_changed(Repair *r)
 	DiffSpec   *spec = r->spec;
 	StringInfoData sql;
 
+	read_target_rows(r, r->cname);
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "UPDATE pg_temp.%s p SET changed = true WHERE action IN ('insert', 'update', 'delete') AND"
-					 " CASE WHEN p.t_present THEN NOT EXISTS (SELECT FROM %s WHERE ",
-					 qi(r->pname), r->tqual);
+					 " CASE WHEN p.t_present THEN NOT EXISTS (SELECT FROM pg_temp.%s c WHERE c.ord OPERATOR(pg_catalog.=) p.ord",
+					 qi(r->pname), qi(r->cname));
 	for (int i = 0; i < spec->nkeys; i++)
 	{
-		appendStringInfoString(&sql, i ? " AND " : "");
-		append_eq(&sql, qi(spec->keys[i].tname), psprintf("p.tk%d", i + 1), r->ktype[i]);
+		appendStringInfoString(&sql, " AND ");
+		append_same(&sql, psprintf("c.tk%d", i + 1), psprintf("p.tk%d", i + 1), r->ktype[i]);
 	}
 	appendStringInfoString(&sql, " AND ");
-	repair_version_same_sql(&sql, qi(r->reg->version.name), "p.t_ver", r->reg->version.typid);
+	repair_version_same_sql(&sql, "c.t_ver", "p.t_ver", r->reg->version.typid);
 	appendStringInfoString(&sql, " AND ");
-	append_same(&sql, qi(r->reg->deleted.name), "p.t_del", BOOLOID);
+	append_same(&sql, "c.t_del", "p.t_del", BOOLOID);
 	for (int i = 0; i < spec->ncols; i++)
 	{
 		appendStringInfoString(&sql, " AND ");
-		append_same(&sql, qi(spec->cols[i].tname), psprintf("p.t%d", i + 1), r->cols[i].ttype);
+		append_same(&sql, psprintf("c.t%d", i + 1), psprintf("p.t%d", i + 1), r->cols[i].ttype);
 	}
-	appendStringInfo(&sql, ") ELSE EXISTS (SELECT FROM %s WHERE ", r->tqual);
-	for (int i = 0; i < spec->nkeys; i++)
-	{
-		DiffColumn *k = &spec->keys[i];
-
-		appendStringInfoString(&sql, i ? " AND " : "");
-		append_eq(&sql, collated(k, k->texpr, k->tcollation),
-				  collated(k, psprintf("p.k%d", i + 1), k->scollation), k->typid);
-	}
-	appendStringInfoString(&sql, ") END");
+	appendStringInfo(&sql, ") ELSE EXISTS (SELECT FROM pg_temp.%s c WHERE c.ord OPERATOR(pg_catalog.=) p.ord) END",
+					 qi(r->cname));
 	run_sql(sql.data, SPI_OK_UPDATE);
 }
 
@@ -1111,9 +1147,14 @@ repair_registered(Repair *r)
 		manifest = JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_ARRAY, NULL));
 
 		resetStringInfo(&sql);
+		/*
+		 * The staged rows are a temporary table of this session, which Citus
+		 * cannot distribute: a Citus target's batch merges on the coordinator.
+		 */
 		appendStringInfo(&sql, "SELECT batch_id, status FROM %s.reconcile_batch($1::pg_catalog.regclass,"
-						 " $2::pg_catalog.regclass, $3, $4, $5)",
-						 qi(get_namespace_name(r->extschema)));
+						 " $2::pg_catalog.regclass, $3, $4, $5%s)",
+						 qi(get_namespace_name(r->extschema)),
+						 r->reg->citus_kind != CITUS_NONE ? ", options => '{\"citus_merge\": \"coordinator\"}'" : "");
 		args[0] = ObjectIdGetDatum(r->target);
 		args[1] = ObjectIdGetDatum(RangeVarGetRelid(makeRangeVar("pg_temp", r->sname, -1), NoLock, false));
 		args[2] = JsonbPGetDatum(manifest);
@@ -1134,23 +1175,17 @@ repair_registered(Repair *r)
 		StringInfoData oc;
 		TargetInfo *t = r->reg;
 
+		read_target_rows(r, r->aname);
 		initStringInfo(&oc);
 		appendStringInfo(&oc, "CASE WHEN action IN ('insert', 'update', 'delete') THEN"
 						 " CASE WHEN changed THEN 'changed_since_diff' WHEN %s THEN 'replayed'"
-						 " WHEN EXISTS (SELECT FROM pg_temp.%s g JOIN %s x ON ",
+						 " WHEN EXISTS (SELECT FROM pg_temp.%s g JOIN pg_temp.%s x ON x.ord OPERATOR(pg_catalog.=) g.source_row"
+						 " WHERE g.source_row OPERATOR(pg_catalog.=) p.ord AND ",
 						 status && strcmp(status, "replayed") == 0 ? "true" : "false",
-						 qi(r->sname), r->tqual);
-		for (int i = 0; i < t->nkeys; i++)
-		{
-			appendStringInfoString(&oc, i ? " AND " : "");
-			append_eq(&oc, psprintf("x.%s", qi(t->keys[i].name)), psprintf("g.%s", qi(t->keys[i].name)),
-					  t->keys[i].typid);
-		}
-		appendStringInfoString(&oc, " AND ");
-		repair_version_same_sql(&oc, psprintf("x.%s", qi(t->version.name)),
-								psprintf("g.%s", qi(t->version.name)), t->version.typid);
-		appendStringInfo(&oc, " WHERE g.source_row OPERATOR(pg_catalog.=) ord) THEN 'applied' ELSE 'not_applied' END"
-						 " WHEN action = 'keep' THEN 'kept' ELSE 'nothing_to_do' END");
+						 qi(r->sname), qi(r->aname));
+		repair_version_same_sql(&oc, "x.t_ver", psprintf("g.%s", qi(t->version.name)), t->version.typid);
+		appendStringInfoString(&oc, ") THEN 'applied' ELSE 'not_applied' END"
+							   " WHEN action = 'keep' THEN 'kept' ELSE 'nothing_to_do' END");
 		report_plan(r, oc.data, batch_id);
 	}
 }
@@ -1169,6 +1204,23 @@ drop_temp(const char *name, const char *kind)
 		run_sql(psprintf("DROP %s pg_temp.%s", kind, qi(name)), SPI_OK_UTILITY);
 }
 
+/*
+ * DDL of this session's own temporary view, which Citus (where it is
+ * loaded) would try to propagate to its workers and warn about: with its
+ * DDL propagation off for the statement.
+ */
+static void
+run_local_ddl(const char *sql)
+{
+	int			nest = NewGUCNestLevel();
+
+	if (GetConfigOption("citus.enable_ddl_propagation", true, false) != NULL)
+		(void) set_config_option("citus.enable_ddl_propagation", "off", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	run_sql(sql, SPI_OK_UTILITY);
+	AtEOXact_GUC(true, nest);
+}
+
 static void
 repair_execute(Repair *r, ArrayType *key_columns, Jsonb *options)
 {
@@ -1179,8 +1231,6 @@ repair_execute(Repair *r, ArrayType *key_columns, Jsonb *options)
 	char	   *replayed;
 
 	parse_options(options, &r->opts);
-	refuse_citus(r->source, "source");
-	refuse_citus(r->target, "target");
 
 	/* The registration, as it is now (a batch re-reads it under its own lock). */
 	LockRelationOid(r->target, AccessShareLock);
@@ -1188,6 +1238,7 @@ repair_execute(Repair *r, ArrayType *key_columns, Jsonb *options)
 		get_rel_relkind(r->target) == RELKIND_PARTITIONED_TABLE)
 		r->reg = target_is_registered(r->target) ? target_load(r->target) : NULL;
 	r->tqual = relid_quoted_name(r->target);
+	refuse_citus(r);
 
 	/* Mistakes are named against the target itself, before anything is read. */
 	r->spec = diff_validate(r->source, r->target, key_columns, r->opts.diff_options);
@@ -1199,6 +1250,8 @@ repair_execute(Repair *r, ArrayType *key_columns, Jsonb *options)
 	r->fname = temp_relation_name("reconcile_repair", "findings", NULL);
 	r->pname = temp_relation_name("reconcile_repair", "plan", NULL);
 	r->sname = temp_relation_name("reconcile_repair", "staged", NULL);
+	r->cname = temp_relation_name("reconcile_repair", "current", NULL);
+	r->aname = temp_relation_name("reconcile_repair", "after", NULL);
 
 	/* A named run already applied replays: its receipt, nothing done. */
 	if (!r->opts.dry_run && r->reg && (replayed = applied_run(r)) != NULL)
@@ -1215,8 +1268,8 @@ repair_execute(Repair *r, ArrayType *key_columns, Jsonb *options)
 	if (r->reg)
 	{
 		r->vname = temp_relation_name("reconcile_repair", "live", NULL);
-		run_sql(psprintf("CREATE TEMPORARY VIEW %s AS SELECT * FROM %s WHERE %s IS NOT TRUE",
-						 qi(r->vname), r->tqual, qi(r->reg->deleted.name)), SPI_OK_UTILITY);
+		run_local_ddl(psprintf("CREATE TEMPORARY VIEW %s AS SELECT * FROM %s WHERE %s IS NOT TRUE",
+							   qi(r->vname), r->tqual, qi(r->reg->deleted.name)));
 		compared = RangeVarGetRelid(makeRangeVar("pg_temp", r->vname, -1), NoLock, false);
 	}
 	{
@@ -1252,9 +1305,12 @@ repair_execute(Repair *r, ArrayType *key_columns, Jsonb *options)
 	tuplestore_end(ts);
 	UnregisterSnapshot(r->snap);
 	drop_temp(r->sname, "TABLE");
+	drop_temp(r->cname, "TABLE");
+	drop_temp(r->aname, "TABLE");
 	drop_temp(r->pname, "TABLE");
 	drop_temp(r->fname, "TABLE");
-	drop_temp(r->vname, "VIEW");
+	if (r->vname)
+		run_local_ddl(psprintf("DROP VIEW pg_temp.%s", qi(r->vname)));
 }
 
 static void
