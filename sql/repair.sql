@@ -124,6 +124,25 @@ SELECT key, issue, action, outcome FROM reconcile_repair_run('orders', '{"dry_ru
 SELECT key, issue, action, outcome FROM reconcile_repair_run('orders');
 SELECT count(*) FROM reconcile_diff('src_orders', 'sink_orders', '{order_id}');
 
+-- ---- Every generated statement resolves nothing through the search_path ----
+-- An "=" on text and on integer that never matches, ahead of pg_catalog.
+CREATE SCHEMA evil;
+CREATE FUNCTION evil.never(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT false';
+CREATE FUNCTION evil.never(integer, integer) RETURNS boolean LANGUAGE sql AS 'SELECT false';
+CREATE OPERATOR evil.= (leftarg = text, rightarg = text, function = evil.never);
+CREATE OPERATOR evil.= (leftarg = integer, rightarg = integer, function = evil.never);
+CREATE TABLE e_src (id int, name text);
+CREATE TABLE e_tgt (id int, name text);
+INSERT INTO e_src VALUES (1, 'a'), (2, 'b');
+INSERT INTO e_tgt VALUES (1, 'x'), (3, 'c');
+SET search_path = evil, pg_catalog, public;
+SELECT key, issue, action, outcome FROM reconcile_repair('e_src', 'e_tgt', '{id}') ORDER BY key::text;
+SELECT key, issue, action, outcome FROM reconcile_repair('r_src', 'r_tgt', '{id}', '{"ignore": ["ver"]}') ORDER BY key::text;
+RESET search_path;
+SELECT * FROM e_tgt ORDER BY id;
+DROP TABLE e_src, e_tgt;
+DROP SCHEMA evil CASCADE;
+
 -- ---- Errors ----
 SELECT * FROM reconcile_repair('src_orders', 'sink_orders', '{order_id}', '{"dry_run": "yes"}');
 SELECT * FROM reconcile_repair('src_orders', 'sink_orders', '{order_id}', '{"extra": "ignore"}');

@@ -48,6 +48,7 @@
 #include "common/citus.h"
 #include "common/colname.h"
 #include "common/jsonbuild.h"
+#include "common/jobs.h"
 #include "common/jsonread.h"
 #include "common/pinned.h"
 #include "common/sqlname.h"
@@ -57,6 +58,10 @@
 
 PG_FUNCTION_INFO_V1(reconcile_repair);
 PG_FUNCTION_INFO_V1(reconcile_repair_run);
+
+/* The plan's action column compared, with pg_catalog's "=" whatever the search_path. */
+#define ACTION_WRITES "action OPERATOR(pg_catalog.=) ANY ('{insert,update,delete}'::pg_catalog.text[])"
+#define ACTION_IS(a) "action OPERATOR(pg_catalog.=) '" a "'::pg_catalog.text"
 
 /* Columns of reconcile_repair's result. */
 #define REPAIR_NATTS 7
@@ -680,8 +685,8 @@ skip_ambiguous(Repair *r)
 	StringInfoData sql;
 
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "WITH d AS (DELETE FROM pg_temp.%s WHERE ord IN (SELECT ord FROM pg_temp.%s"
-					 " GROUP BY ord HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1)"
+	appendStringInfo(&sql, "WITH d AS (DELETE FROM pg_temp.%s WHERE ord OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ord FROM pg_temp.%s"
+					 " GROUP BY ord HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1))"
 					 " RETURNING ord, key, issue) SELECT DISTINCT ON (ord) key, issue FROM d ORDER BY ord",
 					 qi(r->pname), qi(r->pname));
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_SELECT)
@@ -907,7 +912,7 @@ repair_plain(Repair *r)
 	mark = SPI_prepare(sql.data, 1, &ordtype);
 
 	resetStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT * FROM pg_temp.%s WHERE action IN ('insert', 'update', 'delete') ORDER BY ord",
+	appendStringInfo(&sql, "SELECT * FROM pg_temp.%s WHERE " ACTION_WRITES " ORDER BY ord",
 					 qi(r->pname));
 	portal = SPI_cursor_open_with_args(NULL, sql.data, 0, NULL, NULL, NULL, false, 0);
 	for (;;)
@@ -968,9 +973,9 @@ repair_plain(Repair *r)
 		SPI_freetuptable(tt);
 	}
 	SPI_cursor_close(portal);
-	report_plan(r, "CASE WHEN action IN ('insert', 'update', 'delete') THEN"
+	report_plan(r, "CASE WHEN " ACTION_WRITES " THEN"
 				" CASE WHEN changed THEN 'changed_since_diff' ELSE 'applied' END"
-				" WHEN action = 'keep' THEN 'kept' ELSE 'nothing_to_do' END", NULL);
+				" WHEN " ACTION_IS("keep") " THEN 'kept' ELSE 'nothing_to_do' END", NULL);
 }
 
 /* ---------------------------------------------------------------------
@@ -991,7 +996,7 @@ mark_changed(Repair *r)
 
 	read_target_rows(r, r->cname);
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "UPDATE pg_temp.%s p SET changed = true WHERE action IN ('insert', 'update', 'delete') AND"
+	appendStringInfo(&sql, "UPDATE pg_temp.%s p SET changed = true WHERE " ACTION_WRITES " AND"
 					 " CASE WHEN p.t_present THEN NOT EXISTS (SELECT FROM pg_temp.%s c WHERE c.ord OPERATOR(pg_catalog.=) p.ord",
 					 qi(r->pname), qi(r->cname));
 	for (int i = 0; i < spec->nkeys; i++)
@@ -1026,7 +1031,7 @@ stage_rows(Repair *r, char **hash)
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE TEMPORARY TABLE %s AS SELECT ''::pg_catalog.text AS object_key,"
 					 " ord::pg_catalog.int8 AS source_row,"
-					 " CASE WHEN action = 'delete' THEN 'DELETE' ELSE 'UPSERT' END::pg_catalog.text AS operation",
+					 " CASE WHEN " ACTION_IS("delete") " THEN 'DELETE' ELSE 'UPSERT' END::pg_catalog.text AS operation",
 					 qi(r->sname));
 	for (int i = 0; i < t->nkeys; i++)
 	{
@@ -1058,13 +1063,13 @@ stage_rows(Repair *r, char **hash)
 			/* not compared: the target's own value stays */
 			appendStringInfo(&sql, ", p%d AS %s", p + 1, qi(t->payload[p].name));
 		else
-			appendStringInfo(&sql, ", CASE WHEN action = 'delete' THEN p%d ELSE %s END AS %s",
+			appendStringInfo(&sql, ", CASE WHEN " ACTION_IS("delete") " THEN p%d ELSE %s END AS %s",
 							 p + 1,
 							 write_expr(r, &spec->cols[c], t->payload[p].typid, t->payload[p].typmod,
 										psprintf("s%d", c + 1)),
 							 qi(t->payload[p].name));
 	}
-	appendStringInfo(&sql, " FROM pg_temp.%s WHERE action IN ('insert', 'update', 'delete') AND NOT changed",
+	appendStringInfo(&sql, " FROM pg_temp.%s WHERE " ACTION_WRITES " AND NOT changed",
 					 qi(r->pname));
 	run_sql(sql.data, SPI_OK_UTILITY);
 
@@ -1177,7 +1182,7 @@ repair_registered(Repair *r)
 
 		read_target_rows(r, r->aname);
 		initStringInfo(&oc);
-		appendStringInfo(&oc, "CASE WHEN action IN ('insert', 'update', 'delete') THEN"
+		appendStringInfo(&oc, "CASE WHEN " ACTION_WRITES " THEN"
 						 " CASE WHEN changed THEN 'changed_since_diff' WHEN %s THEN 'replayed'"
 						 " WHEN EXISTS (SELECT FROM pg_temp.%s g JOIN pg_temp.%s x ON x.ord OPERATOR(pg_catalog.=) g.source_row"
 						 " WHERE g.source_row OPERATOR(pg_catalog.=) p.ord AND ",
@@ -1185,7 +1190,7 @@ repair_registered(Repair *r)
 						 qi(r->sname), qi(r->aname));
 		repair_version_same_sql(&oc, "x.t_ver", psprintf("g.%s", qi(t->version.name)), t->version.typid);
 		appendStringInfoString(&oc, ") THEN 'applied' ELSE 'not_applied' END"
-							   " WHEN action = 'keep' THEN 'kept' ELSE 'nothing_to_do' END");
+							   " WHEN " ACTION_IS("keep") " THEN 'kept' ELSE 'nothing_to_do' END");
 		report_plan(r, oc.data, batch_id);
 	}
 }
@@ -1291,7 +1296,7 @@ repair_execute(Repair *r, ArrayType *key_columns, Jsonb *options)
 		build_plan(r);
 		skip_ambiguous(r);
 		if (r->opts.dry_run)
-			report_plan(r, "CASE WHEN action = 'none' THEN 'nothing_to_do' ELSE 'planned' END", NULL);
+			report_plan(r, "CASE WHEN " ACTION_IS("none") " THEN 'nothing_to_do' ELSE 'planned' END", NULL);
 		else
 		{
 			/* Writers wait from here on; what changed before is found below. */
@@ -1372,8 +1377,7 @@ reconcile_repair_run(PG_FUNCTION_ARGS)
 	job = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	SPI_connect();
 	arg = CStringGetTextDatum(job);
-	if (SPI_execute_with_args("SELECT pg_catalog.to_regclass(source), pg_catalog.to_regclass(target),"
-							  " source, target, key_columns,"
+	if (SPI_execute_with_args("SELECT source, target, key_columns,"
 							  " COALESCE(options, '{}') OPERATOR(pg_catalog.||) COALESCE($2, '{}')"
 							  " FROM reconcile.diff_jobs WHERE name OPERATOR(pg_catalog.=) $1",
 							  2, (Oid[]) {argtype, JSONBOID},
@@ -1389,19 +1393,27 @@ reconcile_repair_run(PG_FUNCTION_ARGS)
 	desc = SPI_tuptable->tupdesc;
 	for (int side = 0; side < 2; side++)
 	{
-		(void) SPI_getbinval(tup, desc, side + 1, &isnull);
-		if (isnull)
+		/* As reconcile_diff_run resolves a job's relations. */
+		JobRelationCheck chk = {"diff job", job, "Run the job as a role that may read both of its relations."};
+		char	   *name = SPI_getvalue(tup, desc, side + 1);
+		Oid			relid = RangeVarGetRelidExtended(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
+													 AccessShareLock, RVR_MISSING_OK,
+													 job_relation_check, &chk);
+
+		if (!OidIsValid(relid))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_TABLE),
 					 errmsg("%s \"%s\" of diff job \"%s\" does not exist", side ? "target" : "source",
-							SPI_getvalue(tup, desc, side + 3), job),
+							name, job),
 					 errhint("Correct the job with UPDATE reconcile.diff_jobs SET %s = ... WHERE name = '%s'.",
 							 side ? "target" : "source", job)));
+		if (side)
+			r.target = relid;
+		else
+			r.source = relid;
 	}
-	r.source = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull));
-	r.target = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
-	keys = SPI_getbinval(tup, desc, 5, &isnull);
-	options = DatumGetJsonbP(SPI_getbinval(tup, desc, 6, &isnull));
+	keys = SPI_getbinval(tup, desc, 3, &isnull);
+	options = DatumGetJsonbP(SPI_getbinval(tup, desc, 4, &isnull));
 	repair_execute(&r, DatumGetArrayTypeP(keys), options);
 	SPI_finish();
 	return (Datum) 0;
