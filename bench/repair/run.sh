@@ -9,12 +9,16 @@
 #             the source's rows of its findings and DELETE of the extra keys
 #   pgcmp     pg_comparator --synchronize --do-it (Debian
 #             postgresql-comparator), --max-ratio=2.0
+# and, for scale, the diff alone (reconcile_diff, by checksums),
 # each on its own copy of the damaged target, in one run; then the same
 # diff must find nothing in each.  A proxy (bench/xdiff/proxy.py) in front
 # of the source's server counts the bytes that cross it both ways.
 #
-#   bash bench/repair/run.sh [--rows N] [--share 0.001] [--port P] [--no-install] [--keep]
+#   bash bench/repair/run.sh [--rows N] [--share 0.001] [--repeat R] [--port P] [--no-install] [--keep]
 #
+# --repeat R measures R interleaved rounds (diff, repair, hand, pgcmp, diff,
+# ...), each on fresh copies of the damaged target, and gives each ratio as
+# the median of the rounds' ratios with its minimum and maximum.
 # Run as root from the repository on a machine set up by tools/setup.sh
 # (RECONCILE_PG_BINDIR names the PostgreSQL 15 to use); two throwaway
 # clusters in bench/out/repair/ on ports P and P+1 (proxy on P+2; P
@@ -30,6 +34,7 @@ SHARE=0.001
 PORT=${BENCH_PGPORT:-55446}
 INSTALL=1
 KEEP=0
+REPEAT=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rows) ROWS=$2; shift 2 ;;
@@ -37,9 +42,11 @@ while [ $# -gt 0 ]; do
 	--port) PORT=$2; shift 2 ;;
 	--no-install) INSTALL=0; shift ;;
 	--keep) KEEP=1; shift ;;
+	--repeat) REPEAT=$2; shift 2 ;;
 	*) die "unknown argument $1" ;;
 	esac
 done
+[[ $REPEAT =~ ^[1-9][0-9]*$ ]] || die "--repeat takes a positive number of rounds, not '$REPEAT'"
 require_root
 
 OUT=$ROOT/bench/out/repair
@@ -129,9 +136,6 @@ WITH picks AS (SELECT i, (i * ($ROWS / greatest($D, 1)))::integer - ($ROWS / gre
 , d1 AS (DELETE FROM src t USING picks p WHERE p.id = t.id AND p.i % 4 = 2 RETURNING 1)
 INSERT INTO src SELECT $ROWS + i, 1, 1, 1, 'extra', 'extra', now(), current_date, true
 FROM picks WHERE i % 4 = 3" -c "ALTER TABLE src RENAME TO damaged"
-for m in repair hand pgcmp; do
-	tgt -c "CREATE TABLE t_$m AS SELECT * FROM damaged" -c "ALTER TABLE t_$m ADD PRIMARY KEY (id)" -c "VACUUM ANALYZE t_$m"
-done
 log "setup took $(($(date +%s) - start)) s"
 
 measure() {
@@ -157,21 +161,52 @@ COMMIT;"
 
 printf '\nrepair benchmark, %s rows per side, %s differences, %s (%s)\n\n' "$ROWS" "$D" \
 	"$(date -u +%FT%TZ)" "$(git -C "$ROOT" rev-parse --short HEAD)"
-printf '| method | seconds | MB across | findings after |\n|---|---|---|---|\n'
-declare -A T B
-for m in repair hand pgcmp; do
-	case $m in
-	repair) measure repair tgt -Atc "SELECT count(*) FROM reconcile_repair('f_src', 't_repair', '{id}')" ;;
-	hand) measure hand tgt -c "$HAND" ;;
-	pgcmp) measure pgcmp pg_comparator --synchronize --do-it --max-ratio=2.0 --no-lock \
-		"pgsql://postgres@127.0.0.1:$PROXY_PORT/bench/public.src?id" \
-		"pgsql://postgres@127.0.0.1:$TGT_PORT/bench/public.t_pgcmp?id" ;;
-	esac
-	T[$m]=$SECS
-	B[$m]=$BYTES
-	after=$(tgt -Atc "SELECT count(*) FROM reconcile_diff('f_src', 't_$m', '{id}')")
-	printf '| %s | %.2f | %.3f | %s |\n' "$m" "$SECS" "$(echo "scale=6; $BYTES / 1000000" | bc)" "$after"
+printf '| round | method | seconds | MB across | findings after |\n|---|---|---|---|---|\n'
+RESULTS=$OUT/results.tsv
+: >"$RESULTS"
+for ((round = 1; round <= REPEAT; round++)); do
+	for m in repair hand pgcmp; do
+		tgt -c "DROP TABLE IF EXISTS t_$m" -c "CREATE TABLE t_$m AS SELECT * FROM damaged" \
+			-c "ALTER TABLE t_$m ADD PRIMARY KEY (id)" -c "VACUUM ANALYZE t_$m"
+	done
+	for m in diff repair hand pgcmp; do
+		case $m in
+		diff) measure diff tgt -Atc "SELECT count(*) FROM reconcile_diff('f_src', 't_repair', '{id}')" ;;
+		repair) measure repair tgt -Atc "SELECT count(*) FROM reconcile_repair('f_src', 't_repair', '{id}')" ;;
+		hand) measure hand tgt -c "$HAND" ;;
+		pgcmp) measure pgcmp pg_comparator --synchronize --do-it --max-ratio=2.0 --no-lock \
+			"pgsql://postgres@127.0.0.1:$PROXY_PORT/bench/public.src?id" \
+			"pgsql://postgres@127.0.0.1:$TGT_PORT/bench/public.t_pgcmp?id" ;;
+		esac
+		after=-
+		[ $m != diff ] && after=$(tgt -Atc "SELECT count(*) FROM reconcile_diff('f_src', 't_$m', '{id}')")
+		[ "$after" = - ] || [ "$after" = 0 ] || die "$m left $after differences"
+		printf '| %s | %s | %.2f | %.3f | %s |\n' "$round" "$m" "$SECS" "$(echo "scale=6; $BYTES / 1000000" | bc)" "$after"
+		printf '%s\t%s\t%s\t%s\n' "$round" "$m" "$SECS" "$BYTES" >>"$RESULTS"
+	done
 done
-printf '\nratios: repair / hand: time %.2f, bytes %.2f; repair / pg_comparator: time %.2f, bytes %.2f\n' \
-	"$(echo "${T[repair]} / ${T[hand]}" | bc -l)" "$(echo "${B[repair]} / ${B[hand]}" | bc -l)" \
-	"$(echo "${T[repair]} / ${T[pgcmp]}" | bc -l)" "$(echo "${B[repair]} / ${B[pgcmp]}" | bc -l)"
+
+printf '\nratios'
+[ "$REPEAT" -gt 1 ] && printf ': median [min, max] over %s interleaved rounds' "$REPEAT"
+printf '\n\n| | time | bytes across |\n|---|---|---|\n'
+awk -F'\t' '
+function spread(list, fmt,    v, n, i, j, x, m) {
+	n = split(list, v, " ")
+	for (i = 2; i <= n; i++) { x = v[i] + 0; for (j = i - 1; j >= 1 && v[j] + 0 > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+	m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+	if (n == 1) return sprintf(fmt, m)
+	return sprintf(fmt " [" fmt ", " fmt "]", m, v[1], v[n])
+}
+{ t[$1, $2] = $3; b[$1, $2] = $4; if ($1 > n) n = $1 }
+END {
+	split("hand pgcmp diff", others, " ")
+	split("the hand fix|pg_comparator --synchronize|the diff alone", label, "|")
+	for (o = 1; o <= 3; o++) {
+		tl = bl = ""
+		for (r = 1; r <= n; r++) {
+			tl = tl " " t[r, "repair"] / t[r, others[o]]
+			bl = bl " " b[r, "repair"] / b[r, others[o]]
+		}
+		printf "| reconcile_repair / %s | %s | %s |\n", label[o], spread(tl, "%.2f"), spread(bl, "%.2f")
+	}
+}' "$RESULTS"
