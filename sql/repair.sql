@@ -150,6 +150,7 @@ SELECT * FROM reconcile_repair('src_orders', 'sink_orders', '{order_id}', '{"run
 SELECT * FROM reconcile_repair('src_orders', 'sink_orders', '{order_id}', '[]');
 SELECT * FROM reconcile_repair('src_orders', 'sink_orders', '{order_id}', '{"windows": []}');
 SELECT * FROM reconcile_repair('src_orders', 'sink_orders', '{order_id}', '{"version_column": "amount"}');
+SELECT * FROM reconcile_repair('src_orders', 'sink_orders', '{order_id}', '{"run": "r1"}');
 SELECT * FROM reconcile_repair('r_src', 'r_tgt', '{id}', '{"version_column": "nope"}');
 SELECT * FROM reconcile_repair('r_src', 'r_tgt', '{name}');
 SELECT * FROM reconcile_repair(NULL, 'sink_orders', '{order_id}');

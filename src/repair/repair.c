@@ -302,6 +302,13 @@ resolve_columns(Repair *r)
 				if (strcmp(r->reg->payload[p].name, c->dc->tname) == 0)
 					c->payload = true;
 	}
+	if (r->opts.run && r->reg == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"run\" needs a registered target, and \"%s\" is not registered",
+						get_rel_name(r->target)),
+				 errdetail("A named run is the object of the repair's batch; a plain target is repaired without a batch."),
+				 errhint("Leave the option out, or register the target with reconcile_register.")));
 	r->ktype = palloc(sizeof(Oid) * spec->nkeys);
 	r->ktypmod = palloc(sizeof(int32) * spec->nkeys);
 	r->kout = palloc(sizeof(FmgrInfo) * spec->nkeys);
