@@ -3,6 +3,9 @@
 -- the same diff finds nothing.  Races are in test/isolation/specs/repair_*.
 CREATE EXTENSION reconcile;
 SET client_min_messages = warning;
+-- A schema of its own: other files leave tables of these names behind.
+CREATE SCHEMA repair_t;
+SET search_path = repair_t, public;
 
 -- ---- The example of docs/diff.md ("From finding to fix") ----
 CREATE TABLE src_orders (order_id int PRIMARY KEY, amount numeric, status text);
@@ -135,10 +138,10 @@ CREATE TABLE e_src (id int, name text);
 CREATE TABLE e_tgt (id int, name text);
 INSERT INTO e_src VALUES (1, 'a'), (2, 'b');
 INSERT INTO e_tgt VALUES (1, 'x'), (3, 'c');
-SET search_path = evil, pg_catalog, public;
+SET search_path = evil, pg_catalog, repair_t, public;
 SELECT key, issue, action, outcome FROM reconcile_repair('e_src', 'e_tgt', '{id}') ORDER BY key::text;
 SELECT key, issue, action, outcome FROM reconcile_repair('r_src', 'r_tgt', '{id}', '{"ignore": ["ver"]}') ORDER BY key::text;
-RESET search_path;
+SET search_path = repair_t, public;
 SELECT * FROM e_tgt ORDER BY id;
 DROP TABLE e_src, e_tgt;
 DROP SCHEMA evil CASCADE;
@@ -162,6 +165,7 @@ SELECT * FROM reconcile_repair_run('gone');
 CREATE ROLE repair_reader;
 GRANT SELECT ON src_orders, sink_orders, r_src, r_tgt TO repair_reader;
 GRANT SELECT ON p_src TO repair_reader;
+GRANT USAGE ON SCHEMA repair_t TO repair_reader;
 SET ROLE repair_reader;
 -- a dry run needs only SELECT
 SELECT count(*) FROM reconcile_repair('src_orders', 'sink_orders', '{order_id}', '{"dry_run": true}');
@@ -180,5 +184,7 @@ RESET client_min_messages;
 DROP TABLE src_orders, sink_orders, p_src, p_tgt, o_src, o_tgt, w_src, w_tgt, z_src, z_tgt, r_stage, r_src CASCADE;
 SELECT reconcile_unregister('r_tgt');
 DROP TABLE r_tgt CASCADE;
+RESET search_path;
+DROP SCHEMA repair_t CASCADE;
 DROP ROLE repair_reader;
 DROP EXTENSION reconcile;
