@@ -608,3 +608,43 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 100;
 COMMENT ON FUNCTION reconcile_diff_totals(pg_catalog.regclass, pg_catalog.regclass,
     pg_catalog.text[], pg_catalog.jsonb, pg_catalog.jsonb) IS
     'Control totals of source and target per group of group_by: row counts and the measures ({"amount": ["sum", "max"]}: count, sum, min, max) of both sides; one row per group that differs (MISSING_GROUP, EXTRA_GROUP, MISMATCH with the differing measures; MATCH with include_matches). A NULL group value is a group of its own. Options: tolerance and relative_tolerance (per measure or column), include_matches, then_rows with key_columns and row_options (the row diff of the differing groups, its findings with key set), and reconcile_diff''s column_map, updated_column, window, lookback, cutoff, time_zone, trim_keys.';
+-- ---- From finding to fix: reconcile_repair (issue 24, point 1) ----
+-- A diff (the same as reconcile_diff) and then the fix of the target: a
+-- registered target through a batch of its own (receipt, cursor, replay),
+-- a plain one by guarded INSERT/UPDATE/DELETE; a row changed since the
+-- diff is reported, never overwritten.  No state of its own: a repair of a
+-- registered target is recorded as its batch (reconcile.receipts, object
+-- 'repair:<source>:<run>').
+CREATE FUNCTION reconcile_repair(
+    source pg_catalog.regclass,
+    target pg_catalog.regclass,
+    key_columns pg_catalog.text[],
+    options pg_catalog.jsonb DEFAULT '{}'::pg_catalog.jsonb)
+RETURNS TABLE (
+    key pg_catalog.jsonb,
+    issue pg_catalog.text,
+    action pg_catalog.text,
+    outcome pg_catalog.text,
+    old_values pg_catalog.jsonb,
+    new_values pg_catalog.jsonb,
+    batch_id pg_catalog.text)
+AS 'MODULE_PATHNAME', 'reconcile_repair'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 100;
+COMMENT ON FUNCTION reconcile_repair(pg_catalog.regclass, pg_catalog.regclass, pg_catalog.text[], pg_catalog.jsonb) IS
+    'Diff source and target as reconcile_diff does (same options) and fix the target: a registered target by a batch (receipt, replay), a plain one by INSERT/UPDATE/DELETE guarded by the row the diff saw. Options besides the diff''s: dry_run (true: the plan only), extra (''delete'' or ''keep''), version_column (the source''s version, registered targets), run (the repair''s name). One row per finding: key, issue, action, outcome, old and new values, batch id.';
+
+CREATE FUNCTION reconcile_repair_run(
+    job pg_catalog.text,
+    options pg_catalog.jsonb DEFAULT '{}'::pg_catalog.jsonb)
+RETURNS TABLE (
+    key pg_catalog.jsonb,
+    issue pg_catalog.text,
+    action pg_catalog.text,
+    outcome pg_catalog.text,
+    old_values pg_catalog.jsonb,
+    new_values pg_catalog.jsonb,
+    batch_id pg_catalog.text)
+AS 'MODULE_PATHNAME', 'reconcile_repair_run'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 100;
+COMMENT ON FUNCTION reconcile_repair_run(pg_catalog.text, pg_catalog.jsonb) IS
+    'reconcile_repair of the configured diff job of reconcile.diff_jobs named job: its relations, key and options, with the keys of options over the job''s.';
