@@ -1196,7 +1196,18 @@ repair_registered(Repair *r)
 						 status && strcmp(status, "replayed") == 0 ? "true" : "false",
 						 qi(r->sname), qi(r->aname));
 		repair_version_same_sql(&oc, "x.t_ver", psprintf("g.%s", qi(t->version.name)), t->version.typid);
-		appendStringInfoString(&oc, ") THEN 'applied' ELSE 'not_applied' END"
+		appendStringInfoString(&oc, ") THEN 'applied'");
+
+		/*
+		 * delete_mode 'remove': a DELETE that won leaves no row (its key and
+		 * version are kept apart, removed.c); the target is locked, so a key
+		 * gone now was removed by this batch.
+		 */
+		if (t->options.delete_remove)
+			appendStringInfo(&oc, " WHEN " ACTION_IS("delete") " AND NOT EXISTS (SELECT FROM pg_temp.%s x"
+							 " WHERE x.ord OPERATOR(pg_catalog.=) p.ord) THEN 'applied'",
+							 qi(r->aname));
+		appendStringInfoString(&oc, " ELSE 'not_applied' END"
 							   " WHEN " ACTION_IS("keep") " THEN 'kept' ELSE 'nothing_to_do' END");
 		report_plan(r, oc.data, batch_id);
 	}
@@ -1297,6 +1308,15 @@ repair_execute(Repair *r, ArrayType *key_columns, Jsonb *options)
 	r->snap = RegisterSnapshot(GetActiveSnapshot());
 	ts = tuplestore_begin_heap(false, false, work_mem);
 	diff_compare(r->spec, ts, fdesc, &counts);
+	if (counts.stopped != NULL)
+		ereport(NOTICE,
+				(errmsg("the diff of \"%s\" and \"%s\" stopped at its option \"%s\"; this repair fixes only what it found",
+						r->spec->sname, r->spec->tname, counts.stopped),
+				 counts.stopped_at_key != NULL ?
+				 errdetail("The first key not compared is %s.",
+						   JsonbToCString(NULL, &counts.stopped_at_key->root,
+										  VARSIZE(counts.stopped_at_key))) : 0,
+				 errhint("Run the repair again to go on: keys repaired no longer differ.")));
 
 	if (store_findings(r, ts, fdesc) > 0)
 	{
