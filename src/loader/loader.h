@@ -124,7 +124,7 @@ extern bool receipt_lookup(const char *batch_id, Oid target, Datum *values,
 						   bool *isnull);
 extern void receipt_check_objects(BatchState *batch);
 extern void receipt_write(BatchState *batch, const char *source,
-						  const char *cursor, Jsonb *manifest,
+						  const char *cursor, Datum manifest,
 						  Datum *values, bool *isnull);
 
 #define RECEIPT_NATTS 15

@@ -25,6 +25,7 @@
 #include "utils/numeric.h"
 
 #include "common/args.h"
+#include "common/jsonbuild.h"
 #include "manifest.h"
 #include "common/sha256.h"
 #include "common/state_schema.h"
@@ -281,11 +282,11 @@ write_canonical(const Manifest *m, StringInfo buf, Sha256Ctx *sha)
 		if (i > 0)
 			appendStringInfoChar(buf, ',');
 		appendStringInfoString(buf, "{\"object_key\":");
-		escape_json(buf, e->object_key);
+		json_append_string(buf, e->object_key);
 		appendStringInfoString(buf, ",\"version_id\":");
-		escape_json(buf, e->version_id);
+		json_append_string(buf, e->version_id);
 		appendStringInfoString(buf, ",\"content_hash\":");
-		escape_json(buf, e->content_hash);
+		json_append_string(buf, e->content_hash);
 		appendStringInfo(buf, ",\"rows\":" INT64_FORMAT "}", e->rows);
 		if (sha != NULL && buf->len >= CANONICAL_PIECE)
 		{
@@ -453,6 +454,15 @@ manifest_array(Manifest *m, ManifestField field)
 	}
 	MemoryContextSwitchTo(old);
 	return m->arrays[field];
+}
+
+/* Give up an array made by manifest_array once no query needs it. */
+void
+manifest_array_release(Manifest *m, ManifestField field)
+{
+	if (m->arrays[field] != (Datum) 0)
+		pfree(DatumGetPointer(m->arrays[field]));
+	m->arrays[field] = (Datum) 0;
 }
 
 /*

@@ -40,5 +40,6 @@ extern Manifest *manifest_parse(Jsonb *manifest);
 extern int	manifest_find(const Manifest *manifest, const char *object_key,
 						  const char *version_id);
 extern Datum manifest_array(Manifest *manifest, ManifestField field);
+extern void manifest_array_release(Manifest *manifest, ManifestField field);
 
 #endif							/* RECONCILE_MANIFEST_H */

@@ -141,6 +141,9 @@ receipt_check_objects(BatchState *b)
 							  4, types, args, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read reconcile.batch_objects");
 	state_user_leave(&su);
+	/* Only this query reads them (object keys: the serial read too). */
+	manifest_array_release(b->manifest, MANIFEST_VERSION_ID);
+	manifest_array_release(b->manifest, MANIFEST_CONTENT_HASH);
 	if (SPI_processed > 0)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[0];
@@ -334,7 +337,7 @@ compress_document(Datum value)
  */
 void
 receipt_write(BatchState *b, const char *source, const char *cursor,
-			  Jsonb *manifest, Datum *values, bool *isnull)
+			  Datum manifest, Datum *values, bool *isnull)
 {
 	StateUser	su;
 	char		checksum[RECONCILE_HEX_LEN + 1];
@@ -372,7 +375,8 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	state_row_set(receipt, "target", target);
 	state_row_set_text(receipt, "source", source);
 	state_row_set_text(receipt, "cursor", cursor);
-	state_row_set(receipt, "manifest", compress_document(JsonbPGetDatum(manifest)));
+	state_row_set(receipt, "manifest",
+				  VARATT_IS_COMPRESSED(DatumGetPointer(manifest)) ? manifest : compress_document(manifest));
 	state_row_set(receipt, "staged_rows", Int64GetDatum(staged));
 	for (int d = 0; d < DISP_COUNT; d++)
 		state_row_set(receipt, disposition_names[d], Int64GetDatum(b->totals[d]));
