@@ -86,6 +86,23 @@ DELETE FROM reconcile.receipts WHERE staged_rows > 0;
 SELECT count(*) AS receipts, (SELECT count(*) FROM reconcile.batch_objects) AS batch_objects
   FROM reconcile.receipts;
 
+-- ---- the sort of the entries (abbreviated keys) is the bytewise order ----
+-- Keys in random order sharing prefixes of every length, keys that are
+-- prefixes of others, alike in their first 16 bytes after the common
+-- prefix, multibyte: the canonical form lists them as ORDER BY ... COLLATE "C".
+CREATE TEMP TABLE k AS SELECT DISTINCT set, key, vid FROM (
+    SELECT 1 AS set, 'p/' || substr(md5(g::text), 1, g % 40) || CASE WHEN g % 3 = 0 THEN 'é' ELSE '' END AS key,
+           (g % 4)::text AS vid FROM generate_series(1, 5000) AS g
+    UNION ALL
+    SELECT 2, 'same-prefix/' || repeat('x', g % 30) || (g % 7)::text, '1' FROM generate_series(1, 500) AS g) s;
+INSERT INTO k SELECT 3, key, vid FROM k;
+SELECT set, reconcile_canonical_manifest(jsonb_agg(jsonb_build_object('object_key', key, 'version_id', vid,
+                                                   'content_hash', 'h', 'rows', 0) ORDER BY md5(key || vid)))
+     = '[' || string_agg(format('{"object_key":"%s","version_id":"%s","content_hash":"h","rows":0}', key, vid),
+                         ',' ORDER BY key COLLATE "C", vid COLLATE "C") || ']' AS bytewise_order
+  FROM k GROUP BY set ORDER BY set;
+DROP TABLE k;
+
 -- ---- 600,000 objects: committed, recorded, replayed ----
 DELETE FROM reconcile.receipts;
 CREATE TABLE big600k AS

@@ -256,6 +256,54 @@ compare_entries(const void *a, const void *b)
 	return c != 0 ? c : strcmp(ea->version_id, eb->version_id);
 }
 
+/*
+ * The sort of a large manifest is bound by cache misses: each comparison
+ * reads two object keys at random places.  Each entry carries the 16 bytes
+ * of its object key that follow the prefix all keys share (zero-padded,
+ * which sorts a shorter key first, as strcmp does), so that most
+ * comparisons are decided inside the entries; only equal abbreviations
+ * read the keys.  1,000,000 entries sorted in 4 s before, on this
+ * project's machine.
+ */
+static void
+abbreviate_keys(Manifest *m)
+{
+	size_t		common = m->nentries > 0 ? strlen(m->entries[0].object_key) : 0;
+
+	for (int i = 1; i < m->nentries && common > 0; i++)
+	{
+		const char *a = m->entries[0].object_key;
+		const char *b = m->entries[i].object_key;
+		size_t		n = 0;
+
+		while (n < common && a[n] == b[n])
+			n++;
+		common = n;
+	}
+	for (int i = 0; i < m->nentries; i++)
+	{
+		ManifestEntry *e = &m->entries[i];
+
+		/* common is at most the key's length: strncpy pads with zeros */
+		strncpy(e->abbrev, e->object_key + common, MANIFEST_ABBREV_LEN);
+	}
+	m->common_prefix = common;
+}
+
+static int
+compare_entries_abbreviated(const void *a, const void *b, void *arg)
+{
+	const ManifestEntry *ea = (const ManifestEntry *) a;
+	const ManifestEntry *eb = (const ManifestEntry *) b;
+	size_t		common = *(const size_t *) arg;
+	int			c = memcmp(ea->abbrev, eb->abbrev, MANIFEST_ABBREV_LEN);
+
+	if (c != 0)
+		return c;
+	c = strcmp(ea->object_key + common, eb->object_key + common);
+	return c != 0 ? c : strcmp(ea->version_id, eb->version_id);
+}
+
 /* For a look-up by object_key alone: the object is listed in one version. */
 static int
 compare_object_keys(const void *a, const void *b)
@@ -361,7 +409,9 @@ manifest_parse(Jsonb *jb)
 	 * version_id column tells their rows apart, stage.c); one version twice
 	 * may not.
 	 */
-	qsort(m->entries, m->nentries, sizeof(ManifestEntry), compare_entries);
+	abbreviate_keys(m);
+	qsort_arg(m->entries, m->nentries, sizeof(ManifestEntry), compare_entries_abbreviated,
+			  &m->common_prefix);
 	m->repeated_object = -1;
 	for (int i = 1; i < m->nentries; i++)
 	{
