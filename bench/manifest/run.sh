@@ -10,7 +10,8 @@
 # each and times one reconcile_batch of their manifest, then its replay.
 # Reports per N: objects, seconds, the peak of the backend's private
 # memory (RssAnon sampled every 20 ms, its parallel workers' added) above
-# what it held before, in all and per object, and the replay's seconds.
+# what it held before, in all and per object, the backend's CPU seconds
+# (without its parallel workers'), and the replay's seconds.
 # A manifest PostgreSQL cannot build (one jsonb holds at most 256 MB) is
 # reported as such.  --workers sets the batch session's
 # max_parallel_maintenance_workers (default: the server's).
@@ -49,7 +50,8 @@ for N in "${COUNTS[@]}"; do
 	rm -f "$BENCH_TMP/go" "$BENCH_TMP/pid" "$BENCH_TMP/anon0" "$BENCH_TMP/mem"* 
 	measure_batch "$DB" "$HERE/batch.sql"
 	seconds=$(grep -m1 '^Time:' "$BENCH_TMP/out" | awk '{printf "%.1f", $2 / 1000}')
+	cpu=$(grep -A2 'backend CPU seconds' "$BENCH_TMP/out" | tail -1 | awk '{printf "%.1f s", $1}')
 	replay=$( { echo '\timing on'; echo "SELECT status FROM bench_manifest, reconcile_batch('bench_target', 'bench_stage', manifest);"; } |
 		psql -X -d "$DB" | grep -m1 '^Time:' | awk '{printf "%.2f", $2 / 1000}')
-	echo "objects: $N  seconds: $seconds  peak RssAnon - RssAnon before: $((PEAK_KB / 1024)) MB ($((PEAK_KB * 1024 / N)) bytes per object)  replay seconds: $replay"
+	echo "objects: $N  seconds: $seconds (backend CPU: $cpu)  peak RssAnon - RssAnon before: $((PEAK_KB / 1024)) MB ($((PEAK_KB * 1024 / N)) bytes per object)  replay seconds: $replay"
 done
