@@ -58,7 +58,7 @@ PG_FUNCTION_INFO_V1(reconcile_canonical_manifest);
  * text[] of object keys, which may not exceed 1 GB.  5,000,000 objects
  * with 256 MB of object keys and version ids stay well within both; the
  * manifest itself, a jsonb, holds at most 256 MB of entries, which is
- * reached first for most manifests (about 1,300,000 entries with 64-digit
+ * reached first for most manifests (about 1,400,000 entries with 64-digit
  * content hashes).  A database still at schema 1.1 keeps 1.1's bound.
  */
 #define MANIFEST_MAX_OBJECTS 5000000
