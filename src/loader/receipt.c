@@ -125,9 +125,10 @@ receipt_check_objects(BatchState *b)
 	state_user_enter(&su);
 	/*
 	 * The join is planned apart from the LIMIT (a materialized CTE): with
-	 * it, the planner expected a difference early and walked
-	 * reconcile.batch_objects in index order against the whole manifest
-	 * (hours for 34,000 manifest entries against 500,000 rows held).
+	 * it, the planner may expect a difference early and walk
+	 * reconcile.batch_objects in index order, rescanning the whole manifest
+	 * per row (seen once: over 13 minutes for 34,000 entries of 1,000-byte
+	 * keys against 500,001 rows held, in sql/manifest.sql).
 	 */
 	if (SPI_execute_with_args("WITH d AS MATERIALIZED ("
 							  "SELECT m.object_key, m.version_id, o.content_hash AS held_hash, o.batch_id, m.content_hash"
