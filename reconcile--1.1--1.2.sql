@@ -648,3 +648,48 @@ AS 'MODULE_PATHNAME', 'reconcile_repair_run'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 100;
 COMMENT ON FUNCTION reconcile_repair_run(pg_catalog.text, pg_catalog.jsonb) IS
     'reconcile_repair of the configured diff job of reconcile.diff_jobs named job: its relations, key and options, with the keys of options over the job''s.';
+-- ---- Millions of objects in one manifest (issue 23, point 5) ----
+-- A receipt no longer keeps its per-object counts as one jsonb document
+-- (PostgreSQL caps one at 256 MB, some 700,000 objects): each object's
+-- counts are columns of its row in reconcile.batch_objects, which the
+-- batch writes in bulk.  receipts.objects is NULL for a batch committed
+-- under 1.2 (in the receipt reconcile_batch returns as well, on commit
+-- and on replay); reconcile_receipt_objects() gives the document back in
+-- 1.1's form for any receipt.  Rows written by 1.1 keep their document
+-- and have NULL counts here.
+ALTER TABLE reconcile.receipts ALTER COLUMN objects DROP NOT NULL;
+ALTER TABLE reconcile.batch_objects
+    ADD COLUMN inserted   pg_catalog.int8,
+    ADD COLUMN updated    pg_catalog.int8,
+    ADD COLUMN deleted    pg_catalog.int8,
+    ADD COLUMN unchanged  pg_catalog.int8,
+    ADD COLUMN stale      pg_catalog.int8,
+    ADD COLUMN duplicates pg_catalog.int8,
+    ADD COLUMN conflicts  pg_catalog.int8,
+    ADD COLUMN rejected   pg_catalog.int8;
+COMMENT ON COLUMN reconcile.receipts.objects IS
+    'Per-object counts of a batch committed by reconcile 1.1; NULL for one committed by 1.2, whose counts are in reconcile.batch_objects (reconcile_receipt_objects gives either as one document).';
+COMMENT ON COLUMN reconcile.batch_objects.inserted IS
+    'Rows of this object inserted by the batch (likewise updated ... rejected); NULL for an object committed by reconcile 1.1, whose counts are in its receipt''s objects.';
+
+CREATE FUNCTION reconcile_receipt_objects(target pg_catalog.regclass, batch_id pg_catalog.text)
+RETURNS pg_catalog.jsonb
+LANGUAGE sql STABLE STRICT
+BEGIN ATOMIC
+    SELECT COALESCE(r.objects,
+                    (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                                'object_key', o.object_key, 'version_id', o.version_id,
+                                'rows', o."rows", 'inserted', o.inserted, 'updated', o.updated,
+                                'deleted', o.deleted, 'unchanged', o.unchanged, 'stale', o.stale,
+                                'duplicates', o.duplicates, 'conflicts', o.conflicts,
+                                'rejected', o.rejected)
+                            ORDER BY o.object_key COLLATE "C", o.version_id COLLATE "C")
+                       FROM reconcile.batch_objects AS o
+                      WHERE o.target OPERATOR(pg_catalog.=) r.target
+                        AND o.batch_id OPERATOR(pg_catalog.=) r.batch_id))
+      FROM reconcile.receipts AS r
+     WHERE r.target OPERATOR(pg_catalog.=) reconcile_receipt_objects.target
+       AND r.batch_id OPERATOR(pg_catalog.=) reconcile_receipt_objects.batch_id;
+END;
+COMMENT ON FUNCTION reconcile_receipt_objects(pg_catalog.regclass, pg_catalog.text) IS
+    'The per-object counts of a receipt as one jsonb array in object_key, version_id order (receipts.objects of reconcile 1.1), from reconcile.batch_objects for a batch committed by 1.2; NULL if the target has no such receipt.';

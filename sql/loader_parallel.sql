@@ -91,11 +91,11 @@ BEGIN
                  UNION ALL (SELECT * FROM %2$s EXCEPT ALL SELECT * FROM %1$s)) d', a, b);
     RETURN QUERY SELECT 'checksum', (ra.checksum IS DISTINCT FROM rb.checksum)::int::bigint;
     RETURN QUERY SELECT 'objects', count(*) FROM (
-        (SELECT e - 'version_id' FROM jsonb_array_elements(ra.objects) e
-         EXCEPT ALL SELECT e - 'version_id' FROM jsonb_array_elements(rb.objects) e)
+        (SELECT e - 'version_id' FROM jsonb_array_elements(reconcile_receipt_objects(ra.target, ra.batch_id)) e
+         EXCEPT ALL SELECT e - 'version_id' FROM jsonb_array_elements(reconcile_receipt_objects(rb.target, rb.batch_id)) e)
         UNION ALL
-        (SELECT e - 'version_id' FROM jsonb_array_elements(rb.objects) e
-         EXCEPT ALL SELECT e - 'version_id' FROM jsonb_array_elements(ra.objects) e)) d;
+        (SELECT e - 'version_id' FROM jsonb_array_elements(reconcile_receipt_objects(rb.target, rb.batch_id)) e
+         EXCEPT ALL SELECT e - 'version_id' FROM jsonb_array_elements(reconcile_receipt_objects(ra.target, ra.batch_id)) e)) d;
     RETURN QUERY SELECT 'rejects', count(*) FROM (
         (SELECT object_key, source_row, column_name, raw_value, reason FROM reconcile.rejects WHERE target = a
          EXCEPT ALL

@@ -199,7 +199,7 @@ BEGIN
     IF r.rejected <> malformed THEN
         INSERT INTO violations VALUES (bn, format('%s: rejected %s, generated %s malformed', tgt, r.rejected, malformed));
     END IF;
-    IF (SELECT sum((o->>'rows')::bigint) FROM jsonb_array_elements(r.objects) AS o) <> staged THEN
+    IF (SELECT sum((o->>'rows')::bigint) FROM jsonb_array_elements(reconcile_receipt_objects(r.target, r.batch_id)) AS o) <> staged THEN
         INSERT INTO violations VALUES (bn, tgt || ': per-object rows do not add up');
     END IF;
     held := model_batch(tgt, bn, objs, true);

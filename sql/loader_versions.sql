@@ -63,7 +63,7 @@ SELECT status, staged_rows, inserted, updated, stale, rejected
 SELECT id, name, version FROM customer ORDER BY id;
 SELECT o->>'object_key' AS object_key, o->>'version_id' AS version_id, (o->>'rows')::int AS rows,
        (o->>'inserted')::int AS inserted, (o->>'stale')::int AS stale, (o->>'rejected')::int AS rejected
-  FROM reconcile.receipts r, jsonb_array_elements(r.objects) o
+  FROM reconcile.receipts r, jsonb_array_elements(reconcile_receipt_objects(r.target, r.batch_id)) o
  WHERE r.target = 'customer'::regclass ORDER BY 1, 2;
 SELECT object_key, version_id, content_hash, rows FROM reconcile.batch_objects
  WHERE target = 'customer'::regclass ORDER BY object_key, version_id;
@@ -158,8 +158,8 @@ SET client_min_messages = warning;
 RESET max_parallel_maintenance_workers;
 SELECT (SELECT count(*) FROM (SELECT id, name, version FROM t_serial
                               EXCEPT SELECT id, name, version FROM t_parallel) d) AS target_differences,
-       (SELECT objects FROM reconcile.receipts WHERE target = 't_serial'::regclass)
-     = (SELECT objects FROM reconcile.receipts WHERE target = 't_parallel'::regclass) AS same_objects,
+       (SELECT reconcile_receipt_objects(target, batch_id) FROM reconcile.receipts WHERE target = 't_serial'::regclass)
+     = (SELECT reconcile_receipt_objects(target, batch_id) FROM reconcile.receipts WHERE target = 't_parallel'::regclass) AS same_objects,
        (SELECT count(*) FROM (SELECT object_key, version_id, source_row, column_name, reason
                                 FROM reconcile.rejects WHERE target = 't_serial'::regclass
                               EXCEPT ALL

@@ -137,7 +137,7 @@ extern bool receipt_lookup(const char *batch_id, Oid target, Datum *values,
 						   bool *isnull);
 extern void receipt_check_objects(BatchState *batch);
 extern void receipt_write(BatchState *batch, const char *source,
-						  const char *cursor, Jsonb *manifest,
+						  const char *cursor, Datum manifest,
 						  Datum *values, bool *isnull);
 
 /* The receipt's attributes; 1.2's last, deleted_absent, is left out on a 1.1 schema. */

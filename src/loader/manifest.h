@@ -9,8 +9,11 @@
 
 #include "common/sha256.h"
 
+#define MANIFEST_ABBREV_LEN 16
+
 typedef struct ManifestEntry
 {
+	char		abbrev[MANIFEST_ABBREV_LEN];	/* for the sort: manifest.c */
 	char	   *object_key;
 	char	   *version_id;
 	char	   *content_hash;
@@ -32,6 +35,7 @@ typedef struct Manifest
 	ManifestEntry *entries;		/* sorted by object_key, version_id, bytewise */
 	int			repeated_object;	/* first entry of an object listed in two
 									 * versions, or -1 */
+	size_t		common_prefix;	/* of every object key: manifest.c */
 	char		batch_id[RECONCILE_HEX_LEN + 1];
 	Datum		arrays[MANIFEST_NFIELDS];	/* manifest_array(), made once */
 } Manifest;
@@ -40,5 +44,6 @@ extern Manifest *manifest_parse(Jsonb *manifest);
 extern int	manifest_find(const Manifest *manifest, const char *object_key,
 						  const char *version_id);
 extern Datum manifest_array(Manifest *manifest, ManifestField field);
+extern void manifest_array_release(Manifest *manifest, ManifestField field);
 
 #endif							/* RECONCILE_MANIFEST_H */

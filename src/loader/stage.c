@@ -89,7 +89,6 @@ typedef struct StageReader
 	Sha256Ctx  *sha;
 	int64		nread;
 	Tuplesortstate *sort;		/* valid rows go here */
-	Datum		object_keys;	/* text[] of the manifest's objects: the query's $1 */
 
 	/*
 	 * Reading in parallel (see "Parallel reading" below): rejects are
@@ -972,28 +971,24 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 						   e->version_id, (e + 1)->version_id),
 				 errhint("Add a column version_id to the staged relation, or list one version of each object in the manifest.")));
 	}
-	appendStringInfo(sql, " FROM %s AS s WHERE s.object_key::pg_catalog.text"
-					 " OPERATOR(pg_catalog.=) ANY ($1)", srelname);
+	appendStringInfo(sql, " FROM %s AS s", srelname);
 
 	r->slot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsVirtual);
 	r->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "reconcile staged row",
 									  ALLOCSET_DEFAULT_SIZES);
 	r->sha = reconcile_sha256_begin();
 	r->owner = CurrentResourceOwner;
-
-	/* Made once: a parallel read runs the query once per chunk. */
-	r->object_keys = manifest_array(b->manifest, MANIFEST_OBJECT_KEY);
 }
 
 /*
- * Run the reader's query, handing each row to stage_receive().  read_only
- * runs it with the active snapshot, as a parallel read must (every
- * participant reads with the leader's); otherwise with a new one.
+ * Run the reader's prepared query with its arguments, handing each row to
+ * stage_receive().  read_only runs it with the active snapshot, as a
+ * parallel read must (every participant reads with the leader's);
+ * otherwise with a new one.
  */
 static void
-stage_scan(StageReader *r, const char *sql, bool read_only)
+stage_scan(StageReader *r, SPIPlanPtr plan, Datum *args, bool read_only)
 {
-	Oid			argtype = TEXTARRAYOID;
 	Portal		portal;
 
 	/*
@@ -1001,8 +996,7 @@ stage_scan(StageReader *r, const char *sql, bool read_only)
 	 * copy SPI_cursor_fetch makes.  Rows come in chunks so that the rejects
 	 * buffer is flushed between them, never while the cursor's query runs.
 	 */
-	portal = SPI_cursor_open_with_args(NULL, sql, 1, &argtype, &r->object_keys, NULL,
-									   read_only, CURSOR_OPT_NO_SCROLL);
+	portal = SPI_cursor_open(NULL, plan, args, NULL, read_only);
 	receiver_init(&r->dest, stage_receive);
 	while (PortalRunFetch(portal, FETCH_FORWARD, FETCH_ROWS, &r->dest) > 0)
 	{
@@ -1081,29 +1075,44 @@ typedef struct StageShared
 PGDLLEXPORT void reconcile_stage_worker(dsm_segment *seg, shm_toc *toc);
 
 /*
- * Read chunks of the staged relation until none is left.  The last chunk
- * has no end: blocks added since the leader counted them may hold rows
- * its snapshot sees.
+ * Read chunks of the staged relation until none is left, with one plan
+ * made once per participant: the chunk's bounds are its parameters, and
+ * the manifest's objects are not (a plan with the object keys as an
+ * array constant was planned again for every chunk, its selectivity
+ * estimated element by element: 0.7 s per chunk at 500,000 objects).  A
+ * row of an object the manifest does not list is skipped by
+ * stage_receive(), which looks every row's object up anyway.  The last
+ * chunk ends past any block (a tid of block InvalidBlockNumber is above
+ * every real one): blocks added since the leader counted them may hold
+ * rows its snapshot sees.
  */
 static void
 stage_scan_chunks(StageReader *r, StageShared *shared, const char *sql)
 {
 	StringInfoData chunk;
 	uint32		c;
+	Oid			types[2] = {TIDOID, TIDOID};
+	ItemPointerData bounds[2];
+	Datum		args[2] = {PointerGetDatum(&bounds[0]), PointerGetDatum(&bounds[1])};
+	SPIPlanPtr	plan;
 
 	initStringInfo(&chunk);
+	appendStringInfo(&chunk, "%s WHERE s.ctid OPERATOR(pg_catalog.>=) $1"
+					 " AND s.ctid OPERATOR(pg_catalog.<) $2", sql);
+	plan = SPI_prepare_cursor(chunk.data, 2, types, CURSOR_OPT_GENERIC_PLAN | CURSOR_OPT_NO_SCROLL);
+	if (plan == NULL)
+		elog(ERROR, "could not prepare the read of the staged relation: %s",
+			 SPI_result_code_string(SPI_result));
 	while ((c = pg_atomic_fetch_add_u32(&shared->next_chunk, 1)) < shared->nchunks)
 	{
 		BlockNumber from = c * shared->chunk_blocks;
 
-		resetStringInfo(&chunk);
-		appendStringInfo(&chunk, "%s AND s.ctid OPERATOR(pg_catalog.>=) '(%u,0)'::pg_catalog.tid",
-						 sql, from);
-		if (c < shared->nchunks - 1)
-			appendStringInfo(&chunk, " AND s.ctid OPERATOR(pg_catalog.<) '(%u,0)'::pg_catalog.tid",
-							 from + shared->chunk_blocks);
-		stage_scan(r, chunk.data, true);
+		ItemPointerSet(&bounds[0], from, 0);
+		ItemPointerSet(&bounds[1], c < shared->nchunks - 1 ? from + shared->chunk_blocks :
+					   InvalidBlockNumber, 0);
+		stage_scan(r, plan, args, true);
 	}
+	SPI_freeplan(plan);
 	pfree(chunk.data);
 }
 
@@ -1515,10 +1524,22 @@ stage_read(BatchState *b)
 
 	if (nworkers == 0 || !stage_read_parallel(b, &r, sql.data, nworkers, nblocks))
 	{
+		Oid			argtype = TEXTARRAYOID;
+		Datum		object_keys = manifest_array(b->manifest, MANIFEST_OBJECT_KEY);
+		SPIPlanPtr	plan;
+
 		b->sort = sort_begin(b->target, b->sortdesc, work_mem, NULL);
 		r.sort = b->sort;
+		/* Read once: planned for the manifest's object keys themselves. */
+		appendStringInfoString(&sql, " WHERE s.object_key::pg_catalog.text"
+							   " OPERATOR(pg_catalog.=) ANY ($1)");
+		plan = SPI_prepare_cursor(sql.data, 1, &argtype, CURSOR_OPT_NO_SCROLL);
+		if (plan == NULL)
+			elog(ERROR, "could not prepare the read of the staged relation: %s",
+				 SPI_result_code_string(SPI_result));
 		r.rejects = stage_rejects_buffer();
-		stage_scan(&r, sql.data, false);
+		stage_scan(&r, plan, &object_keys, false);
+		SPI_freeplan(plan);
 		progress_rows(r.nread);
 		state_rows_flush(r.rejects);
 	}

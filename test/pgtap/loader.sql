@@ -5,7 +5,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION reconcile;
-SELECT plan(77);
+SELECT plan(78);
 
 -- A 256-bit big-endian number as numeric, to check the receipt checksum
 -- (the sum of the written payload hashes modulo 2^256).
@@ -117,11 +117,12 @@ SELECT is(reconcile_canonical_manifest('[{"object_key":"é\"\\/\n","version_id":
     'canonical strings are escaped as JSON requires and no more (non-ASCII kept)');
 
 -- Per-object counts, checksum, cursor.
-SELECT is((SELECT objects FROM r1),
+SELECT is((SELECT reconcile_receipt_objects(target, batch_id) FROM r1),
     '[{"object_key":"crm/part-0001.csv","version_id":"3Lg","rows":5,"inserted":1,"updated":1,"deleted":0,"unchanged":0,"stale":1,"duplicates":1,"conflicts":0,"rejected":1}]'::jsonb,
-    'objects holds the per-object counts');
-SELECT is((SELECT objects FROM reconcile.receipts WHERE batch_id = (SELECT batch_id FROM r1)),
-    (SELECT objects FROM r1), 'the stored receipt holds the same per-object counts');
+    'reconcile_receipt_objects gives the per-object counts');
+SELECT is((SELECT objects FROM r1), NULL, 'the receipt returned keeps no objects document (schema 1.2)');
+SELECT is((SELECT count(*) FROM reconcile.batch_objects WHERE batch_id = (SELECT batch_id FROM r1) AND inserted = 1 AND stale = 1),
+    1::bigint, 'the per-object counts are in reconcile.batch_objects');
 SELECT is((SELECT pg_temp.h2n(decode(checksum, 'hex')) FROM r1),
     (SELECT sum(pg_temp.h2n(payload_hash)) % (2::numeric ^ 256) FROM customer_state),
     'checksum is the sum of the written payload hashes modulo 2^256');
@@ -201,7 +202,7 @@ SELECT results_eq($$SELECT customer_id FROM customer_state WHERE NOT is_deleted$
     $$VALUES ('C2'::text)$$, 'late replay: only C2 is live');
 SELECT is((SELECT checksum FROM r4), repeat('0', 64), 'a batch that writes nothing has a zero checksum');
 SELECT results_eq($$SELECT o->>'object_key', (o->>'rows')::int, (o->>'stale')::int, (o->>'unchanged')::int
-                    FROM r4, jsonb_array_elements(objects) AS o$$,
+                    FROM r4, jsonb_array_elements(reconcile_receipt_objects(target, batch_id)) AS o$$,
     $$VALUES ('crm/part-0000.csv', 1, 1, 0), ('crm/part-0001.csv', 5, 1, 1)$$,
     'objects lists every object in object_key order with its own counts');
 
@@ -234,7 +235,7 @@ SELECT * FROM reconcile_batch('customer_state', 'customer_stage',
 SELECT results_eq('SELECT inserted, stale, duplicates FROM r5',
     $$VALUES (1::bigint, 2::bigint, 1::bigint)$$, 'winners: one insert, lower versions stale, the repeat a duplicate');
 SELECT results_eq($$SELECT o->>'object_key', (o->>'inserted')::int, (o->>'duplicates')::int, (o->>'stale')::int
-                    FROM r5, jsonb_array_elements(objects) AS o$$,
+                    FROM r5, jsonb_array_elements(reconcile_receipt_objects(target, batch_id)) AS o$$,
     $$VALUES ('crm/part-0006.csv', 1, 0, 1), ('crm/part-0007.csv', 0, 1, 1)$$,
     'the first row in (object_key, source_row) order wins the tie');
 SELECT results_eq($$SELECT name, version FROM customer_state WHERE customer_id = 'C5'$$,

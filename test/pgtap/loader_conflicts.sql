@@ -74,7 +74,7 @@ SELECT is((SELECT count(*) FROM c WHERE key = '{"region":"us","id":3}'), 2::bigi
 SELECT is((SELECT array_agg(DISTINCT target::text) FROM reconcile.conflicts WHERE batch_id = (SELECT batch_id FROM r)),
     '{q}'::text[], 'conflicts name their target');
 SELECT results_eq($$SELECT o->>'object_key', (o->>'conflicts')::int, (o->>'inserted')::int, (o->>'unchanged')::int
-                    FROM r, jsonb_array_elements(objects) AS o$$,
+                    FROM r, jsonb_array_elements(reconcile_receipt_objects(target, batch_id)) AS o$$,
     $$VALUES ('q/1', 2, 0, 0), ('q/2', 7, 1, 1)$$, 'per-object conflict counts');
 
 -- A conflict is held back, not lost: a later batch with a higher version resolves the key.

@@ -48,7 +48,7 @@ SELECT results_eq('SELECT inserted, deleted, rejected, staged_rows FROM r',
 SELECT results_eq('SELECT id, label, amount, version, deleted FROM acct ORDER BY id',
     $$VALUES (1, 'ok'::varchar, 10, 1::bigint, false), (17, NULL, NULL, 2, true)$$,
     'the rest of the batch loads');
-SELECT is((SELECT (objects -> 0 ->> 'rejected')::int FROM r), 16, 'per-object rejected count');
+SELECT is((SELECT (reconcile_receipt_objects(target, batch_id) -> 0 ->> 'rejected')::int FROM r), 16, 'per-object rejected count');
 
 CREATE TEMP VIEW rej AS
     SELECT source_row, column_name, raw_value, reason FROM reconcile.rejects

@@ -161,7 +161,7 @@ my $scenario =
   # What the target and the state tables hold at the end.
   . q{SELECT 'row', id, name, age, version, is_deleted, encode(h, 'hex') FROM cust ORDER BY id;
 SELECT 'receipts', inserted, updated, deleted, unchanged, stale, duplicates, conflicts, rejected,
-       checksum, objects, warnings, "cursor"
+       checksum, reconcile_receipt_objects(target, batch_id), warnings, "cursor"
   FROM reconcile.receipts WHERE target = 'cust'::regclass ORDER BY committed_at, batch_id;
 SELECT 'rejects', batch_id, object_key, source_row, column_name, raw_value, reason
   FROM reconcile.rejects WHERE target = 'cust'::regclass ORDER BY batch_id, object_key, source_row, column_name;

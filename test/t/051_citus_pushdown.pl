@@ -224,7 +224,7 @@ SELECT 'orders', region, order_no, item, v, d, encode(h, 'hex') FROM orders ORDE
 SELECT 'hashed', id, val, version, del, encode(h, 'hex') FROM hashed ORDER BY id;
 SELECT 'versioned', id, val, version, del, encode(h, 'hex') FROM versioned ORDER BY id;
 SELECT 'receipts', target::regclass::text, status, staged_rows, inserted, updated, deleted, unchanged, stale, duplicates,
-       conflicts, rejected, checksum, objects, "cursor"
+       conflicts, rejected, checksum, reconcile_receipt_objects(target, batch_id), "cursor"
   FROM reconcile.receipts ORDER BY committed_at, batch_id;
 SELECT 'rejects', target::regclass::text, batch_id, object_key, version_id, source_row, column_name, raw_value, reason
   FROM reconcile.rejects ORDER BY 2, 3, 4, 5, 6, 7, 8, 9;
