@@ -30,6 +30,7 @@
 
 #include "common/citus.h"
 #include "common/sqlname.h"
+#include "ordering.h"
 #include "writers.h"
 
 /* The temporary table of winners and what was queued in it. */
@@ -350,6 +351,10 @@ apply_run(ApplyWriter *m)
 	const char *tmp = psprintf("pg_temp.%s", quote_identifier(m->name));
 	char	   *sql;
 
+	/* The version guard: the version type's own ordering, in the column's collation. */
+	const char *lt = operator_sql(t->version_lt_op);
+	const char *collate = ordering_collate_sql(t);
+
 	apply_fill_end(m);
 
 	initStringInfo(&cols);
@@ -405,11 +410,11 @@ apply_run(ApplyWriter *m)
 		for (int i = 0; i < nsrc; i++)
 		{
 			sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = false, %s = w.h%s FROM %s"
-						   " WHERE %s%s AND t.%s OPERATOR(pg_catalog.<) w.v",
+						   " WHERE %s%s AND t.%s %s w.v%s",
 						   t->qualname, quote_identifier(t->version.name),
 						   quote_identifier(t->deleted.name), quote_identifier(t->hash.name),
 						   set.data, src[i].from, src[i].filter, keymatch.data,
-						   quote_identifier(t->version.name));
+						   quote_identifier(t->version.name), lt, collate);
 			if (SPI_execute_with_args(sql, src[i].nparams, src[i].types, src[i].values, NULL,
 									  false, 0) != SPI_OK_UPDATE)
 				elog(ERROR, "could not update %s", t->relname);
@@ -428,11 +433,11 @@ apply_run(ApplyWriter *m)
 		for (int i = 0; i < nsrc; i++)
 		{
 			sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = true, %s = w.h FROM %s"
-						   " WHERE %s%s AND t.%s OPERATOR(pg_catalog.<) w.v",
+						   " WHERE %s%s AND t.%s %s w.v%s",
 						   t->qualname, quote_identifier(t->version.name),
 						   quote_identifier(t->deleted.name), quote_identifier(t->hash.name),
 						   src[i].from, src[i].filter, keymatch.data,
-						   quote_identifier(t->version.name));
+						   quote_identifier(t->version.name), lt, collate);
 			if (SPI_execute_with_args(sql, src[i].nparams, src[i].types, src[i].values, NULL,
 									  false, 0) != SPI_OK_UPDATE)
 				elog(ERROR, "could not update %s", t->relname);
@@ -448,10 +453,11 @@ apply_run(ApplyWriter *m)
 		 * keeps the row's last payload.
 		 */
 		sql = psprintf("UPDATE %s AS t SET %s = w.d, %s = w.h%s FROM %s AS w"
-					   " WHERE w.a OPERATOR(pg_catalog.=) 'R'%s AND t.%s OPERATOR(pg_catalog.=) w.v",
+					   " WHERE w.a OPERATOR(pg_catalog.=) 'R'%s AND t.%s %s w.v%s",
 					   t->qualname, quote_identifier(t->deleted.name),
 					   quote_identifier(t->hash.name), keep.data, tmp, keymatch.data,
-					   quote_identifier(t->version.name));
+					   quote_identifier(t->version.name), operator_sql(t->version_eq_op),
+					   collate);
 		if (SPI_execute(sql, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not update %s", t->relname);
 		apply_check(m, "replacing UPDATE", m->nactions[3], SPI_processed);

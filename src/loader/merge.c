@@ -31,6 +31,7 @@
 #include "citus_load.h"
 #include "decide.h"
 #include "loader.h"
+#include "ordering.h"
 #include "payload.h"
 #include "probe.h"
 #include "progress.h"
@@ -83,7 +84,7 @@ typedef struct Merger
  * payload point into the group's copy of the sort tuple.
  */
 static void
-write_winner(Merger *m, TupleTableSlot *found, int64 tversion)
+write_winner(Merger *m, TupleTableSlot *found, Datum tversion)
 {
 	DecideRow  *w = &m->cand[0];
 	int			first_payload = SORT_ATT_FIRST_KEY - 1 + m->t->nkeys;
@@ -95,10 +96,10 @@ write_winner(Merger *m, TupleTableSlot *found, int64 tversion)
 	winner.keys = &m->values[SORT_ATT_FIRST_KEY - 1];
 	winner.payload = &m->values[first_payload];
 	winner.payload_isnull = &m->isnull[first_payload];
-	winner.version = version_datum(m->t, w->version);
+	winner.version = w->version;
 	winner.tombstone = w->tombstone;
 	winner.hash = PointerGetDatum(h);
-	writer_put(&m->writer, found, tversion, w->version, &winner);
+	writer_put(&m->writer, found, tversion, &winner);
 
 	/* The receipt's checksum: sum of the written payload hashes mod 2^256. */
 	{
@@ -171,9 +172,10 @@ target_payload(TargetInfo *t, TupleTableSlot *found)
  * payload.
  */
 static void
-record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
+record_conflicts(Merger *m, TupleTableSlot *found, Datum tversion, bytea *thash)
 {
 	TargetInfo *t = m->t;
+	SortSupport order = ordering_sortsupport(t);
 	char	   *key = key_to_json(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
 	Jsonb	   *keyjb = NULL;
 	Jsonb	   *existing = NULL;
@@ -182,14 +184,16 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 	{
 		GroupRow   *row = &m->rows[i];
 		DecideRow  *c = &m->cand[i];
+		bool		at_target = found != NULL &&
+			ApplySortComparator(c->version, false, tversion, false, order) == 0;
 
 		count_row(m, row, DISP_CONFLICT);
 		m->nconflicts++;
 		if (t->abort_on_conflict)
 		{
 			if (m->nconflicts <= CONFLICTS_NAMED)
-				appendStringInfo(&m->named, "%skey %s version " INT64_FORMAT " in object \"%s\"%s row " INT64_FORMAT,
-								 m->nconflicts > 1 ? "; " : "", key, c->version,
+				appendStringInfo(&m->named, "%skey %s version %s in object \"%s\"%s row " INT64_FORMAT,
+								 m->nconflicts > 1 ? "; " : "", key, ordering_text(t, c->version),
 								 m->b->manifest->entries[row->obj].object_key,
 								 m->b->staged_versions ?
 								 psprintf(" version \"%s\"", m->b->manifest->entries[row->obj].version_id) : "",
@@ -207,18 +211,21 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 			if (keyjb == NULL)
 				keyjb = key_to_jsonb(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
 			state_row_set(out, "key", JsonbPGetDatum(keyjb));
-			state_row_set(out, "version", Int64GetDatum(c->version));
+			/* bigint for an integer version, as 1.1 wrote it; the pinned text form always */
+			if (t->version_integer)
+				state_row_set(out, "version", Int64GetDatum(ordering_int64(t, c->version)));
+			state_row_set(out, "ordering", CStringGetTextDatum(ordering_text(t, c->version)));
 			state_row_set(out, "object_key", CStringGetTextDatum(m->b->manifest->entries[row->obj].object_key));
 			state_row_set(out, "source_row", Int64GetDatum(row->source_row));
 			state_row_set(out, "staged_hash", PointerGetDatum(h));
-			if (found && c->version == tversion && thash != NULL)
+			if (at_target && thash != NULL)
 				state_row_set(out, "existing_hash", PointerGetDatum(thash));
 			if (m->hold_payloads)
 			{
 				state_row_set(out, "version_id", CStringGetTextDatum(m->b->manifest->entries[row->obj].version_id));
 				state_row_set(out, "deleted", BoolGetDatum(c->tombstone));
 				state_row_set(out, "staged_payload", JsonbPGetDatum(held_payload(m, i)));
-				if (found && c->version == tversion)
+				if (at_target)
 				{
 					if (existing == NULL)
 						existing = target_payload(t, found);
@@ -237,7 +244,7 @@ merge_group(Merger *m)
 	TargetInfo *t = m->t;
 	Datum	   *keys = &m->values[SORT_ATT_FIRST_KEY - 1];
 	TupleTableSlot *found;
-	int64		tversion = 0;
+	Datum		tversion = (Datum) 0;
 	bytea	   *thash = NULL;
 	DecideTarget target;
 	Decision	d;
@@ -248,7 +255,7 @@ merge_group(Merger *m)
 	target.hash = thash != NULL && VARSIZE_ANY_EXHDR(thash) == RECONCILE_SHA256_LEN ?
 		(const uint8 *) VARDATA_ANY(thash) : NULL;
 	target.tombstone = false;	/* the rule does not depend on it */
-	d = decide_key(m->cand, m->nrows, &target, m->disp);
+	d = decide_key(m->cand, m->nrows, &target, ordering_sortsupport(t), m->disp);
 
 	if (d.conflict)
 	{
@@ -334,7 +341,15 @@ group_add(Merger *m, TupleTableSlot *slot)
 	row->obj = DatumGetInt32(slot_getattr(slot, SORT_ATT_OBJECT, &isnull));
 	row->source_row = DatumGetInt64(slot_getattr(slot, SORT_ATT_SOURCE_ROW, &isnull));
 	c->tombstone = DatumGetBool(slot_getattr(slot, SORT_ATT_DELETE, &isnull));
-	c->version = DatumGetInt64(slot_getattr(slot, SORT_ATT_VERSION, &isnull));
+	c->version = slot_getattr(slot, SORT_ATT_VERSION, &isnull);
+	if (!m->t->version.typbyval)
+	{
+		/* The sort's slot moves on to the next row: keep a copy with the group. */
+		MemoryContext old = MemoryContextSwitchTo(m->groupcxt);
+
+		c->version = datumCopy(c->version, false, m->t->version.typlen);
+		MemoryContextSwitchTo(old);
+	}
 	h = DatumGetByteaPP(slot_getattr(slot, SORT_ATT_HASH, &isnull));
 	memcpy(c->hash, VARDATA_ANY(h), RECONCILE_SHA256_LEN);
 
@@ -384,6 +399,13 @@ merge_batch(BatchState *b)
 	 */
 	m.conflicts = state_rows_create(&state_conflicts);
 	m.hold_payloads = state_rows_has(m.conflicts, "staged_payload");
+	if (!m.t->version_integer && !state_rows_has(m.conflicts, "ordering"))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s\" orders by a version column of type %s, which needs the reconcile 1.2 schema",
+						m.t->relname, format_type_be(m.t->version.typid)),
+				 errdetail("reconcile.conflicts of the installed schema holds bigint versions only."),
+				 errhint("Run ALTER EXTENSION reconcile UPDATE.")));
 	m.rowslot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsMinimalTuple);
 
 	/*

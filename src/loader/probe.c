@@ -19,10 +19,12 @@
 #include "access/tableam.h"
 #include "catalog/partition.h"
 #include "catalog/pg_inherits.h"
+#include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "ordering.h"
 #include "payload.h"
 #include "probe.h"
 
@@ -229,14 +231,14 @@ walk_find(Probe *p, Datum key)
 
 /* The version and hash of the row a probe found. */
 static void
-probe_read(ProbePart *part, TargetInfo *t, int64 *version, bytea **hash)
+probe_read(ProbePart *part, TargetInfo *t, Datum *version, bytea **hash)
 {
 	bool		isnull;
 	Datum		d;
 
+	/* A copy in the caller's context: it outlives the slot's next row. */
 	d = slot_getattr(part->slot, part->version_attnum, &isnull);
-	*version = t->version.typid == INT8OID ? DatumGetInt64(d) :
-		t->version.typid == INT4OID ? DatumGetInt32(d) : DatumGetInt16(d);
+	*version = datumCopy(d, t->version.typbyval, t->version.typlen);
 	d = slot_getattr(part->slot, part->hash_attnum, &isnull);
 	*hash = isnull ? NULL : DatumGetByteaPCopy(d);
 }
@@ -247,7 +249,7 @@ probe_read(ProbePart *part, TargetInfo *t, int64 *version, bytea **hash)
  * row stays in the returned slot until the next probe.
  */
 TupleTableSlot *
-probe_find(Probe *p, TargetInfo *t, Datum *keys, int64 *version, bytea **hash)
+probe_find(Probe *p, TargetInfo *t, Datum *keys, Datum *version, bytea **hash)
 {
 	MemoryContext caller = MemoryContextSwitchTo(p->cxt);
 	ProbePart  *found = probe_locate(p, t, keys);
@@ -271,17 +273,17 @@ probe_find(Probe *p, TargetInfo *t, Datum *keys, int64 *version, bytea **hash)
  */
 TupleTableSlot *
 probe_find_current(Probe *p, Probe *latest, TargetInfo *t, Datum *keys,
-				   int64 *version, bytea **hash, bool compare_versions)
+				   Datum *version, bytea **hash, bool compare_versions)
 {
 	TupleTableSlot *found = probe_find(p, t, keys, version, hash);
-	int64		lversion = 0;
+	Datum		lversion = (Datum) 0;
 	bytea	   *lhash = NULL;
 	bool		lfound;
 
 	if (latest == NULL || (found != NULL && !compare_versions))
 		return found;
 	lfound = probe_find(latest, t, keys, &lversion, &lhash) != NULL;
-	if (lfound != (found != NULL) || (found != NULL && lversion != *version))
+	if (lfound != (found != NULL) || (found != NULL && ordering_compare(t, lversion, *version) != 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 found == NULL ?

@@ -29,11 +29,54 @@ PG_FUNCTION_INFO_V1(reconcile_unregister);
  *                    deleted_column text, hash_column text,
  *                    conflict_policy text DEFAULT 'quarantine',
  *                    payload_columns text[] DEFAULT NULL,
- *                    options jsonb DEFAULT NULL) RETURNS void
+ *                    options jsonb DEFAULT NULL,
+ *                    version_columns text[] DEFAULT NULL) RETURNS void
  *		Registers target for reconcile_batch: its key, version, tombstone and
  *		hash columns, its conflict policy and its load options (options.c).
- *		Called through 1.0's definition it has no options argument.
+ *		Called through 1.0's definition it has no options argument, through
+ *		1.1's no version_columns.
  */
+/*
+ * The ordering column: version_column, or the one element of
+ * version_columns (1.2).  Exactly one of the two is given.  An ordering by
+ * several columns is refused until the loader compares them in order.
+ */
+static char *
+register_version_column(FunctionCallInfo fcinfo)
+{
+	bool		has_column = !PG_ARGISNULL(2);
+	bool		has_columns = PG_NARGS() > 8 && !PG_ARGISNULL(8);
+	char	  **names;
+	int			n;
+
+	if (has_column && has_columns)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("reconcile_register takes version_column or version_columns, not both"),
+				 errhint("Pass version_column => 'name' for one ordering column.")));
+	if (has_column)
+		return text_to_cstring(PG_GETARG_TEXT_PP(2));
+	if (!has_columns)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("reconcile_register needs version_column or version_columns"),
+				 errdetail("A target orders the rows of a key by its version column."),
+				 errhint("Pass version_column => 'name'.")));
+	names = target_text_array(PG_GETARG_ARRAYTYPE_P(8), "version_columns", INDEX_MAX_KEYS,
+							  "An ordering has at most as many columns as an index key.", &n);
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("version_columns must name at least one column")));
+	if (n > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("an ordering by several version columns is not supported yet"),
+				 errdetail("version_columns names %d columns; reconcile 1.2 orders by one column of any btree-orderable type.", n),
+				 errhint("Combine the columns into one orderable column (for a binlog file and offset, a pg_lsn, a numeric or a zero-padded text), and register it as version_column.")));
+	return names[0];
+}
+
 Datum
 reconcile_register(PG_FUNCTION_ARGS)
 {
@@ -50,15 +93,16 @@ reconcile_register(PG_FUNCTION_ARGS)
 	TEXTARRAYOID, TEXTOID, JSONBOID};
 	ArrayBuildState *astate;
 	bool		has_options = PG_NARGS() > 7 && !PG_ARGISNULL(7);
+	char	   *version;
 
 	check_arg_not_null(fcinfo, 0, "target", "reconcile_register");
 	check_arg_not_null(fcinfo, 1, "key_columns", "reconcile_register");
-	check_arg_not_null(fcinfo, 2, "version_column", "reconcile_register");
 	check_arg_not_null(fcinfo, 3, "deleted_column", "reconcile_register");
 	check_arg_not_null(fcinfo, 4, "hash_column", "reconcile_register");
 	check_arg_not_null(fcinfo, 5, "conflict_policy", "reconcile_register");
 
 	relid = PG_GETARG_OID(0);
+	version = register_version_column(fcinfo);
 	keys = target_text_array(PG_GETARG_ARRAYTYPE_P(1), "key_columns", INDEX_MAX_KEYS,
 							psprintf("The key columns must be those of a unique index, which has at most %d.",
 									 INDEX_MAX_KEYS), &nkeys);
@@ -88,12 +132,18 @@ reconcile_register(PG_FUNCTION_ARGS)
 								   &npayload);
 	}
 
-	t = target_resolve(relid, keys, nkeys,
-					   text_to_cstring(PG_GETARG_TEXT_PP(2)),
+	t = target_resolve(relid, keys, nkeys, version,
 					   text_to_cstring(PG_GETARG_TEXT_PP(3)),
 					   text_to_cstring(PG_GETARG_TEXT_PP(4)),
 					   payload, npayload,
 					   text_to_cstring(PG_GETARG_TEXT_PP(5)));
+	if (!t->version_integer && state_version() < STATE_1_2)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("version column \"%s\" of table \"%s\" is of type %s, which needs the reconcile 1.2 schema",
+						version, t->relname, format_type_be(t->version.typid)),
+				 errdetail("The installed schema holds the versions of conflicting rows as bigint."),
+				 errhint("Run ALTER EXTENSION reconcile UPDATE, or use a smallint, integer or bigint version column.")));
 	if (has_options)
 	{
 		/* Checked now, so that no batch finds a bad registration. */
@@ -107,7 +157,7 @@ reconcile_register(PG_FUNCTION_ARGS)
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = PG_GETARG_DATUM(1);
-	values[2] = PG_GETARG_DATUM(2);
+	values[2] = CStringGetTextDatum(version);
 	values[3] = PG_GETARG_DATUM(3);
 	values[4] = PG_GETARG_DATUM(4);
 	astate = initArrayResult(TEXTOID, CurrentMemoryContext, false);

@@ -43,6 +43,7 @@
 
 #include "common/citus.h"
 #include "loader.h"
+#include "ordering.h"
 #include "payload.h"
 #include "common/pinned.h"
 #include "progress.h"
@@ -260,7 +261,7 @@ parse_staged_hash(StageReader *r, Datum value, uint8 *digest, char **raw)
  * them (out: the sort tuple's values), every other column NULL.
  */
 static TupleTableSlot *
-rules_row(BatchState *b, Datum *out, bool *outnull, bool is_delete, int64 version)
+rules_row(BatchState *b, Datum *out, bool *outnull, bool is_delete, Datum version)
 {
 	TargetInfo *t = b->target;
 	TupleTableSlot *row = batch_rules_slot(b->rules);
@@ -270,7 +271,7 @@ rules_row(BatchState *b, Datum *out, bool *outnull, bool is_delete, int64 versio
 		row->tts_values[t->keys[i].attnum - 1] = out[SORT_ATT_FIRST_KEY - 1 + i];
 		row->tts_isnull[t->keys[i].attnum - 1] = false;
 	}
-	row->tts_values[t->version.attnum - 1] = version_datum(t, version);
+	row->tts_values[t->version.attnum - 1] = version;
 	row->tts_isnull[t->version.attnum - 1] = false;
 	row->tts_values[t->deleted.attnum - 1] = BoolGetDatum(is_delete);
 	row->tts_isnull[t->deleted.attnum - 1] = false;
@@ -294,7 +295,7 @@ typedef struct StagedRow
 	int64		source_row;
 	bool		source_row_null;
 	bool		is_delete;
-	int64		version;
+	Datum		version;		/* in the version column's type */
 	int			problems;		/* rejects recorded so far */
 	uint8		digest[RECONCILE_SHA256_LEN];
 	bool		have_digest;	/* digest was staged, not yet computed */
@@ -448,10 +449,10 @@ cast_columns(StageReader *r, TupleTableSlot *in, StagedRow *row, Datum *out, boo
 		}
 		if (is_version)
 		{
-			row->version = col->typid == INT8OID ? DatumGetInt64(value) :
-				col->typid == INT4OID ? DatumGetInt32(value) : DatumGetInt16(value);
-			if (row->version < 0)
-				REJECT(r, row, col->name, raw ? raw : psprintf(INT64_FORMAT, row->version),
+			/* An integer version is never negative (1.0's rule); other types order as they are. */
+			row->version = value;
+			if (t->version_integer && ordering_int64(t, value) < 0)
+				REJECT(r, row, col->name, raw ? raw : psprintf(INT64_FORMAT, ordering_int64(t, value)),
 					   "version is negative");
 		}
 	}
@@ -555,7 +556,7 @@ stage_row(StageReader *r, TupleTableSlot *in)
 	out[SORT_ATT_OBJECT - 1] = Int32GetDatum(row.obj);
 	out[SORT_ATT_SOURCE_ROW - 1] = Int64GetDatum(row.source_row);
 	out[SORT_ATT_DELETE - 1] = BoolGetDatum(row.is_delete);
-	out[SORT_ATT_VERSION - 1] = Int64GetDatum(row.version);
+	out[SORT_ATT_VERSION - 1] = row.version;
 	for (int i = 0; i < SORT_ATT_FIRST_KEY - 1; i++)
 		outnull[i] = false;
 	ExecStoreVirtualTuple(slot);
@@ -686,7 +687,8 @@ sort_desc_create(TargetInfo *t)
 	TupleDescInitEntry(desc, SORT_ATT_OBJECT, "object", INT4OID, -1, 0);
 	TupleDescInitEntry(desc, SORT_ATT_SOURCE_ROW, "source_row", INT8OID, -1, 0);
 	TupleDescInitEntry(desc, SORT_ATT_DELETE, "is_delete", BOOLOID, -1, 0);
-	TupleDescInitEntry(desc, SORT_ATT_VERSION, "version", INT8OID, -1, 0);
+	TupleDescInitEntry(desc, SORT_ATT_VERSION, "version", t->version.typid, t->version.typmod, 0);
+	TupleDescInitEntryCollation(desc, SORT_ATT_VERSION, t->version.collation);
 	TupleDescInitEntry(desc, SORT_ATT_HASH, "hash", BYTEAOID, -1, 0);
 	for (int i = 0; i < t->nkeys; i++, a++)
 	{
@@ -722,9 +724,10 @@ sort_begin(TargetInfo *t, TupleDesc desc, int sortmem, SortCoordinate coordinate
 		ops[n] = t->key_lt_ops[i];
 		colls[n] = t->key_collations[i];
 	}
+	/* Highest version first, by the version type's own ordering (ordering.c). */
 	atts[n] = SORT_ATT_VERSION;
-	ops[n++] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT8OID, INT8OID,
-								   BTGreaterStrategyNumber);
+	colls[n] = t->version.collation;
+	ops[n++] = t->version_gt_op;
 	atts[n] = SORT_ATT_OBJECT;
 	ops[n++] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT4OID, INT4OID,
 								   BTLessStrategyNumber);

@@ -42,6 +42,7 @@
 #include "common/citus.h"
 #include "common/sqlname.h"
 #include "common/pinned.h"
+#include "ordering.h"
 #include "target.h"
 #include "common/state_schema.h"
 
@@ -146,12 +147,6 @@ require_type(Relation rel, TargetColumn *col, const char *role,
 				 errmsg("%s column \"%s\" of table \"%s\" must be of type %s, not %s",
 						role, col->name, RelationGetRelationName(rel), wanted,
 						format_type_be(col->typid))));
-}
-
-static bool
-is_integer_type(Oid typid)
-{
-	return typid == INT2OID || typid == INT4OID || typid == INT8OID;
 }
 
 /*
@@ -404,8 +399,7 @@ check_distinct_columns(TargetInfo *t, TupleDesc desc, AttrNumber *used)
 static void
 check_special_types(TargetInfo *t, Relation rel, TupleDesc desc, const char *version)
 {
-	require_type(rel, &t->version, "version", is_integer_type(t->version.typid),
-				 "smallint, integer or bigint");
+	ordering_resolve(t, RelationGetRelationName(rel));
 	require_type(rel, &t->deleted, "deleted", t->deleted.typid == BOOLOID, "boolean");
 	require_type(rel, &t->hash, "hash", t->hash.typid == BYTEAOID, "bytea");
 	if (!TupleDescAttr(desc, t->version.attnum - 1)->attnotnull)
@@ -755,6 +749,7 @@ target_deserialize(const char *p)
 		DESERIALIZE(p, t->key_collations[i]);
 	}
 	deserialize_column(&p, &t->version);
+	ordering_resolve(t, t->relname);
 	deserialize_column(&p, &t->deleted);
 	deserialize_column(&p, &t->hash);
 	t->payload = palloc0(sizeof(TargetColumn) * Max(t->npayload, 1));
@@ -816,14 +811,6 @@ target_check_batch_privileges(Oid target, Oid staged)
 						relation_display_name(target), GetUserNameFromId(GetUserId(), false)),
 				 errdetail("reconcile_batch reads every row of the target by key and cannot apply row-level security policies."),
 				 errhint("Run batches as a role that bypasses row-level security on this table, such as its owner.")));
-}
-
-/* A version, as the batch carries it (int8), in the version column's type. */
-Datum
-version_datum(TargetInfo *t, int64 v)
-{
-	return t->version.typid == INT8OID ? Int64GetDatum(v) :
-		t->version.typid == INT4OID ? Int32GetDatum((int32) v) : Int16GetDatum((int16) v);
 }
 
 static int

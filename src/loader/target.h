@@ -40,7 +40,12 @@ typedef struct TargetInfo
 
 	int			nkeys;
 	TargetColumn *keys;
-	TargetColumn version;
+	TargetColumn version;		/* the ordering value (ordering.h) */
+	Oid			version_lt_op;	/* its type's default btree operators */
+	Oid			version_gt_op;
+	Oid			version_eq_op;
+	bool		version_integer;	/* smallint, integer, bigint or a domain over one */
+	struct SortSupportData *version_ssup;	/* made when first used, per process */
 	TargetColumn deleted;
 	TargetColumn hash;
 	int			npayload;
@@ -77,7 +82,6 @@ extern TargetInfo *target_load(Oid relid);
 extern void target_serialize(TargetInfo *target, StringInfo buf);
 extern TargetInfo *target_deserialize(const char *data);
 extern void target_check_batch_privileges(Oid target, Oid staged);
-extern Datum version_datum(TargetInfo *t, int64 v);
 extern int	target_loaded_columns(TargetInfo *t, TargetColumn ***cols);
 
 #endif							/* RECONCILE_TARGET_H */
