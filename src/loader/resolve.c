@@ -119,7 +119,8 @@ read_resolution(Oid relid, text *batch_id, Jsonb *key, Datum *values, bool *null
 								" AND batch_id OPERATOR(pg_catalog.=) $2"
 								" AND key OPERATOR(pg_catalog.=) $3",
 								state_version() >= STATE_1_2 ?
-								"ordering, written_ordering" :
+								"COALESCE(ordering, version::pg_catalog.text),"
+								" COALESCE(written_ordering, written_version::pg_catalog.text)" :
 								"version::pg_catalog.text, written_version::pg_catalog.text"),
 					   3, types, args, 1);
 	if (SPI_processed == 0)
