@@ -320,6 +320,22 @@ is($coordinated, $plain,
 		  for @cases;
 		is($disagree, '', "decision matrix: all " . scalar(@cases) . " cases as the rule has them, merged on the $kind");
 	}
+
+	# The same cases over a timestamptz version, each staged row spelling
+	# its instant at another UTC offset: the pushed-down SQL compares with
+	# the type's own operators, as decide.c does.
+	for my $kind ('workers', 'coordinator')
+	{
+		$coord->safe_psql('pushed', "SET client_min_messages = warning; SELECT decide_setup('ts_$kind', true, 'timestamptz')");
+		my $disagree = '';
+		$disagree .= $coord->safe_psql('pushed',
+			"SELECT * FROM decide_case('ts_$kind', $_, '{\"citus_merge\": \"$kind\"}', false)")
+		  for @cases;
+		is($disagree, '', "decision matrix over timestamptz: all " . scalar(@cases) . " cases as the rule has them, merged on the $kind");
+	}
+	is($coord->safe_psql('pushed', q{SELECT count(DISTINCT ordering) FILTER (WHERE version IS NULL), count(*) FILTER (WHERE ordering IS NULL)
+		FROM reconcile.conflicts WHERE target = 'dt_ts_workers'::regclass}), '3|0',
+		'decision matrix over timestamptz: held rows carry the version as text, merged on the workers');
 }
 
 # ---- what merges on the coordinator instead ----
