@@ -254,3 +254,33 @@ SELECT count(*) AS registered FROM reconcile.targets WHERE target = 'bad'::regcl
 -- version_columns with one element registers that column, as version_column.
 SELECT reconcile_register('bad', '{id}', version_columns => '{c}', deleted_column => 'd', hash_column => 'h');
 SELECT version_column FROM reconcile.targets WHERE target = 'bad'::regclass;
+
+-- ---- docs/loader.md's worked example (Orderings) ----
+SET TimeZone = 'UTC';
+CREATE TABLE price (sku text PRIMARY KEY, amount numeric, observed_at timestamptz NOT NULL,
+                    is_deleted boolean NOT NULL DEFAULT false, payload_hash bytea);
+SELECT reconcile_register('price', '{sku}', 'observed_at', 'is_deleted', 'payload_hash');
+CREATE TABLE price_stage (object_key text, source_row bigint, operation text,
+                          sku text, amount text, observed_at text);
+INSERT INTO price_stage VALUES
+    ('snap/0001.csv', 1, 'UPSERT', 'A-1', '9.90', '2026-03-01 09:00:00+01'),
+    ('snap/0001.csv', 2, 'UPSERT', 'A-1', '9.90', '2026-03-01 08:00:00+00'), -- one instant: a duplicate
+    ('snap/0001.csv', 3, 'UPSERT', 'B-2', '4.50', '2026-03-01 10:00:00+00'),
+    ('snap/0001.csv', 4, 'UPSERT', 'B-2', '4.75', '2026-03-01 11:00:00+01'), -- one instant, two prices
+    ('snap/0001.csv', 5, 'UPSERT', 'C-3', '1.00', '2026-03-02 00:00:00+00'),
+    ('snap/0001.csv', 6, 'UPSERT', 'C-3', '0.90', '2026-03-01 23:00:00-05'), -- 04:00 UTC: later, wins
+    ('snap/0001.csv', 7, 'UPSERT', 'D-4', '2.00', 'noonish');                -- not a timestamptz
+SELECT status, inserted, duplicates, stale, conflicts, rejected
+  FROM reconcile_batch('price', 'price_stage',
+    '[{"object_key":"snap/0001.csv","version_id":"1","content_hash":"sha256:5e1f...","rows":7}]');
+SELECT key, version, ordering, staged_payload FROM reconcile.conflicts
+ WHERE target = 'price'::regclass ORDER BY source_row;
+SELECT sku, amount, observed_at FROM price ORDER BY sku;
+
+DROP TABLE stage, ts_direct, ts_general, num, lsn, txt, txt_ci, dom, dom_int, bad, price, price_stage;
+DROP DOMAIN epoch_ts;
+DROP DOMAIN seqno;
+DROP COLLATION ci;
+DROP FUNCTION try(text), load(regclass, text, text), held(regclass), held_conflicts(regclass),
+    rejects_of(regclass);
+DROP EXTENSION reconcile;
