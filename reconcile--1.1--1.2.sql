@@ -524,6 +524,13 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION reconcile_resolve(pg_catalog.regclass, pg_catalog.text, pg_catalog.jsonb, pg_catalog.bytea) IS
     'Resolve a key a batch held back in conflict: keep the payload with the given hash (a staged_hash or existing_hash of reconcile.conflicts at the conflicting version); owner only, recorded in reconcile.resolutions. version and written_version are NULL for a version column that is not an integer; ordering and written_ordering are the versions as text for every type.';
 
+-- Several ordering columns compared in order (a binlog file and offset):
+-- reconcile.targets.version_columns lists them all, version_column keeps
+-- the first for 1.1's readers; NULL for one column.
+ALTER TABLE reconcile.targets ADD COLUMN version_columns pg_catalog.text[];
+COMMENT ON COLUMN reconcile.targets.version_columns IS
+    'The version columns compared in order, when there are several (version_column is the first); NULL for one.';
+
 -- reconcile_register gains version_columns text[] at the end (positional
 -- and named calls of 1.1 keep working); version_column, deleted_column and
 -- hash_column default to NULL so that a call may name version_columns
@@ -546,4 +553,4 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION reconcile_register(pg_catalog.regclass, pg_catalog.text[], pg_catalog.text,
     pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text[], pg_catalog.jsonb,
     pg_catalog.text[]) IS
-    'Register a table as a reconcile target (the caller must own it). The version column (version_column, or version_columns with one element) may be of any type with a default btree operator class; several version_columns are refused (not supported yet). options (jsonb object, NULL for the defaults): max_rejects (integer >= 0), max_reject_share (number from 0 to 1), unknown_columns (''error'' or ''ignore''); a key set to null takes its default (no limit, ''error'').';
+    'Register a table as a reconcile target (the caller must own it). The version column (version_column), or several compared in order (version_columns), may be of any type with a default btree operator class. options (jsonb object, NULL for the defaults): max_rejects (integer >= 0), max_reject_share (number from 0 to 1), unknown_columns (''error'' or ''ignore''); a key set to null takes its default (no limit, ''error'').';

@@ -243,8 +243,8 @@ CREATE TABLE bad (id text PRIMARY KEY, p point NOT NULL, j json NOT NULL, b bigi
 SELECT try($$SELECT reconcile_register('bad', '{id}', 'p', 'd', 'h')$$);
 SELECT try($$SELECT reconcile_register('bad', '{id}', 'j', 'd', 'h')$$);
 SELECT try($$SELECT reconcile_register('bad', '{id}', version_columns => '{j}', deleted_column => 'd', hash_column => 'h')$$);
--- Several columns are not supported yet; one of the two arguments, exactly.
-SELECT try($$SELECT reconcile_register('bad', '{id}', version_columns => '{c,b}', deleted_column => 'd', hash_column => 'h')$$);
+-- Every version column needs a btree ordering; one of the two arguments, exactly.
+SELECT try($$SELECT reconcile_register('bad', '{id}', version_columns => '{c,j}', deleted_column => 'd', hash_column => 'h')$$);
 SELECT try($$SELECT reconcile_register('bad', '{id}', 'b', 'd', 'h', version_columns => '{b}')$$);
 SELECT try($$SELECT reconcile_register('bad', '{id}', deleted_column => 'd', hash_column => 'h')$$);
 SELECT try($$SELECT reconcile_register('bad', '{id}', version_columns => '{}', deleted_column => 'd', hash_column => 'h')$$);

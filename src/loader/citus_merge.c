@@ -682,6 +682,9 @@ ineligible_reason(BatchState *b, StagedShape *shape)
 	if (t->citus_kind != CITUS_DISTRIBUTED)
 		return psprintf("table \"%s\" is %s; only a hash-distributed target merges on the workers",
 						t->relname, citus_kind_name(t->citus_kind));
+	if (t->nextra > 0)
+		return psprintf("table \"%s\" orders by %d version columns; the merge on the workers compares one",
+						t->relname, t->nextra + 1);
 	fname = list_make2(makeString(get_namespace_name(reconcile_schema_oid())),
 					   makeString("reconcile_citus_limb"));
 	if (!OidIsValid(LookupFuncName(fname, -1, NULL, true)))

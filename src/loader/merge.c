@@ -342,12 +342,21 @@ group_add(Merger *m, TupleTableSlot *slot)
 	row->source_row = DatumGetInt64(slot_getattr(slot, SORT_ATT_SOURCE_ROW, &isnull));
 	c->tombstone = DatumGetBool(slot_getattr(slot, SORT_ATT_DELETE, &isnull));
 	c->version = slot_getattr(slot, SORT_ATT_VERSION, &isnull);
-	if (!m->t->version.typbyval)
+	if (m->t->nextra > 0 || !m->t->version.typbyval)
 	{
-		/* The sort's slot moves on to the next row: keep a copy with the group. */
+		/*
+		 * The sort's slot moves on to the next row: keep a copy with the
+		 * group.  Several version columns: the first, then the others from
+		 * the end of the sort tuple (stage.c).
+		 */
 		MemoryContext old = MemoryContextSwitchTo(m->groupcxt);
+		Datum		values[INDEX_MAX_KEYS + 1];
 
-		c->version = datumCopy(c->version, false, m->t->version.typlen);
+		values[0] = c->version;
+		for (int i = 0; i < m->t->nextra; i++)
+			values[i + 1] = slot_getattr(slot, SORT_ATT_FIRST_KEY + m->t->nkeys + m->t->npayload + i,
+										 &isnull);
+		c->version = ordering_copy(m->t, ordering_make(m->t, values));
 		MemoryContextSwitchTo(old);
 	}
 	h = DatumGetByteaPP(slot_getattr(slot, SORT_ATT_HASH, &isnull));

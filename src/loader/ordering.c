@@ -18,40 +18,134 @@
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
+#include "common/jsonbuild.h"
 #include "common/pinned.h"
 #include "common/sqlname.h"
 #include "ordering.h"
 
-/*
- * Find the version type's btree operators; a type without a default btree
- * operator class cannot order versions.
- */
-void
-ordering_resolve(TargetInfo *t, const char *relname)
+/* The default btree operators of one ordering column, or an error. */
+static void
+resolve_column_ops(TargetColumn *c, const char *relname, Oid *lt, Oid *gt, Oid *eq)
 {
-	TypeCacheEntry *tc = lookup_type_cache(t->version.typid,
+	TypeCacheEntry *tc = lookup_type_cache(c->typid,
 										   TYPECACHE_BTREE_OPFAMILY | TYPECACHE_LT_OPR |
 										   TYPECACHE_GT_OPR | TYPECACHE_EQ_OPR);
-	Oid			base = getBaseType(t->version.typid);
 
 	if (!OidIsValid(tc->btree_opf) || !OidIsValid(tc->lt_opr) || !OidIsValid(tc->gt_opr))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("version column \"%s\" of table \"%s\" must be of a type with a default btree operator class, not %s",
-						t->version.name, relname, format_type_be(t->version.typid)),
+						c->name, relname, format_type_be(c->typid)),
 				 errdetail("reconcile orders the versions of a key with the type's own btree ordering; %s has none.",
-						   format_type_be(t->version.typid)),
+						   format_type_be(c->typid)),
 				 errhint("Use a version column of an orderable type (bigint, numeric, timestamptz, pg_lsn, text, ...), or cast the ordering value into one in the staged relation.")));
-	t->version_lt_op = tc->lt_opr;
-	t->version_gt_op = tc->gt_opr;
-	t->version_eq_op = tc->eq_opr;
-	t->version_integer = base == INT2OID || base == INT4OID || base == INT8OID;
+	*lt = tc->lt_opr;
+	*gt = tc->gt_opr;
+	*eq = tc->eq_opr;
+}
+
+/*
+ * Find the btree operators of the version column (and of the further
+ * version_columns); a type without a default btree operator class cannot
+ * order versions.
+ */
+void
+ordering_resolve(TargetInfo *t, const char *relname)
+{
+	Oid			base = getBaseType(t->version.typid);
+
+	resolve_column_ops(&t->version, relname, &t->version_lt_op, &t->version_gt_op,
+					   &t->version_eq_op);
+	t->extra_lt_op = palloc(sizeof(Oid) * Max(t->nextra, 1));
+	t->extra_gt_op = palloc(sizeof(Oid) * Max(t->nextra, 1));
+	t->extra_eq_op = palloc(sizeof(Oid) * Max(t->nextra, 1));
+	for (int i = 0; i < t->nextra; i++)
+		resolve_column_ops(&t->extra[i], relname, &t->extra_lt_op[i], &t->extra_gt_op[i],
+						   &t->extra_eq_op[i]);
+	t->version_integer = t->nextra == 0 &&
+		(base == INT2OID || base == INT4OID || base == INT8OID);
 	t->version_ssup = NULL;
+}
+
+/* Whether a column's type is an integer (the negative-version rule). */
+bool
+ordering_column_is_integer(const TargetColumn *c)
+{
+	Oid			base = getBaseType(c->typid);
+
+	return base == INT2OID || base == INT4OID || base == INT8OID;
+}
+
+/* The ordering's i-th column (0: the version column). */
+TargetColumn *
+ordering_column(TargetInfo *t, int i)
+{
+	return i == 0 ? &t->version : &t->extra[i - 1];
+}
+
+/*
+ * An ordering value of several columns is a pointer to their Datums, in
+ * order; of one column, the column's Datum itself.
+ */
+Datum
+ordering_make(TargetInfo *t, const Datum *values)
+{
+	Datum	   *v;
+
+	if (t->nextra == 0)
+		return values[0];
+	v = palloc(sizeof(Datum) * (t->nextra + 1));
+	memcpy(v, values, sizeof(Datum) * (t->nextra + 1));
+	return PointerGetDatum(v);
+}
+
+/* The i-th column's value of an ordering value. */
+Datum
+ordering_value(TargetInfo *t, Datum v, int i)
+{
+	Assert(i == 0 || t->nextra > 0);
+	return t->nextra == 0 ? v : ((const Datum *) DatumGetPointer(v))[i];
+}
+
+/* A copy of an ordering value in the current memory context. */
+Datum
+ordering_copy(TargetInfo *t, Datum v)
+{
+	Datum		values[INDEX_MAX_KEYS + 1];
+
+	for (int i = 0; i <= t->nextra; i++)
+	{
+		TargetColumn *c = ordering_column(t, i);
+
+		values[i] = datumCopy(ordering_value(t, v, i), c->typbyval, c->typlen);
+	}
+	return t->nextra == 0 ? values[0] : ordering_make(t, values);
+}
+
+/* Several columns: the first that differs decides (ssup_extra: one SortSupport per column). */
+static int
+compare_columns(Datum a, Datum b, SortSupport ssup)
+{
+	SortSupport cols = (SortSupport) ssup->ssup_extra;
+	int			n = ssup->ssup_attno;	/* the number of columns */
+	const Datum *va = (const Datum *) DatumGetPointer(a);
+	const Datum *vb = (const Datum *) DatumGetPointer(b);
+
+	for (int i = 0; i < n; i++)
+	{
+		int			c = ApplySortComparator(va[i], false, vb[i], false, &cols[i]);
+
+		if (c != 0)
+			return c;
+	}
+	return 0;
 }
 
 /*
@@ -65,14 +159,31 @@ ordering_sortsupport(TargetInfo *t)
 	{
 		MemoryContext cxt = GetMemoryChunkContext(t);
 		MemoryContext old = MemoryContextSwitchTo(cxt);
-		SortSupport ssup = palloc0(sizeof(SortSupportData));
+		int			n = t->nextra + 1;
+		SortSupport cols = palloc0(sizeof(SortSupportData) * n);
 
-		ssup->ssup_cxt = cxt;
-		ssup->ssup_collation = t->version.collation;
-		ssup->ssup_nulls_first = false;
-		ssup->abbreviate = false;
-		PrepareSortSupportFromOrderingOp(t->version_lt_op, ssup);
-		t->version_ssup = ssup;
+		for (int i = 0; i < n; i++)
+		{
+			cols[i].ssup_cxt = cxt;
+			cols[i].ssup_collation = ordering_column(t, i)->collation;
+			cols[i].ssup_nulls_first = false;
+			cols[i].abbreviate = false;
+			PrepareSortSupportFromOrderingOp(i == 0 ? t->version_lt_op : t->extra_lt_op[i - 1],
+											 &cols[i]);
+		}
+		if (n == 1)
+			t->version_ssup = cols;
+		else
+		{
+			/* One comparator over the columns in order, for decide.c. */
+			SortSupport ssup = palloc0(sizeof(SortSupportData));
+
+			ssup->ssup_cxt = cxt;
+			ssup->ssup_extra = cols;
+			ssup->ssup_attno = n;
+			ssup->comparator = compare_columns;
+			t->version_ssup = ssup;
+		}
 		MemoryContextSwitchTo(old);
 	}
 	return t->version_ssup;
@@ -85,25 +196,72 @@ ordering_compare(TargetInfo *t, Datum a, Datum b)
 	return ApplySortComparator(a, false, b, false, ordering_sortsupport(t));
 }
 
-/* A version's text form, under pinned settings: what reconcile.conflicts holds. */
+/*
+ * A version's text form, under pinned settings: what reconcile.conflicts
+ * holds.  Several columns: a JSON array of their text forms, in order.
+ */
 char *
 ordering_text(TargetInfo *t, Datum v)
 {
-	return pinned_output(&t->version.out, v, false);
+	JsonbParseState *st = NULL;
+	JsonbValue *res;
+
+	if (t->nextra == 0)
+		return pinned_output(&t->version.out, v, false);
+	pushJsonbValue(&st, WJB_BEGIN_ARRAY, NULL);
+	for (int i = 0; i <= t->nextra; i++)
+		jsonb_push_string(&st, WJB_ELEM,
+						  pinned_output(&ordering_column(t, i)->out, ordering_value(t, v, i), false));
+	res = pushJsonbValue(&st, WJB_END_ARRAY, NULL);
+	return JsonbToCString(NULL, &JsonbValueToJsonb(res)->root, 0);
+}
+
+/* One column's value from its pinned text form. */
+static Datum
+column_from_text(TargetColumn *c, const char *text)
+{
+	PinnedSettings saved;
+	Datum		v;
+
+	pinned_settings_enter(&saved, false);
+	v = InputFunctionCall(&c->in, (char *) text, c->ioparam, c->typmod);
+	pinned_settings_leave(&saved);
+	return v;
 }
 
 /* The version a pinned text form names (ordering_text's inverse). */
 Datum
 ordering_from_text(TargetInfo *t, const char *text)
 {
-	PinnedSettings saved;
-	Datum		v;
+	Jsonb	   *jb;
+	Datum		values[INDEX_MAX_KEYS + 1];
+	int			n = 0;
 
-	pinned_settings_enter(&saved, false);
-	v = InputFunctionCall(&t->version.in, (char *) text, t->version.ioparam,
-						  t->version.typmod);
-	pinned_settings_leave(&saved);
-	return v;
+	if (t->nextra == 0)
+		return column_from_text(&t->version, text);
+	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
+	if (JB_ROOT_IS_ARRAY(jb) && JB_ROOT_COUNT(jb) == t->nextra + 1)
+	{
+		JsonbIterator *it = JsonbIteratorInit(&jb->root);
+		JsonbValue	jv;
+		JsonbIteratorToken tok;
+
+		while ((tok = JsonbIteratorNext(&it, &jv, true)) != WJB_DONE)
+			if (tok == WJB_ELEM && jv.type == jbvString && n <= t->nextra)
+			{
+				values[n] = column_from_text(ordering_column(t, n),
+											 pnstrdup(jv.val.string.val, jv.val.string.len));
+				n++;
+			}
+	}
+	if (n != t->nextra + 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a key of table \"%s\" was held back at version %s, which is not a value of its %d version columns",
+						t->relname, text, t->nextra + 1),
+				 errdetail("The key was held while the table was registered with other version columns."),
+				 errhint("Load the payload to keep with a new batch.")));
+	return ordering_make(t, values);
 }
 
 /* An integer version as int64 (version_integer only). */
@@ -124,9 +282,16 @@ ordering_int64(TargetInfo *t, Datum v)
 char *
 ordering_collate_sql(TargetInfo *t)
 {
-	if (!OidIsValid(t->version.collation))
+	return ordering_column_collate_sql(&t->version);
+}
+
+/* The same for one ordering column. */
+char *
+ordering_column_collate_sql(const TargetColumn *c)
+{
+	if (!OidIsValid(c->collation))
 		return "";
-	return psprintf(" COLLATE %s", collation_quoted_name(t->version.collation));
+	return psprintf(" COLLATE %s", collation_quoted_name(c->collation));
 }
 
 /*

@@ -9,6 +9,9 @@
  * integer version (smallint, integer, bigint or a domain over one) is
  * today's shape; any other type with a default btree operator class orders
  * the same way, with the column's collation for a collatable type.
+ * Several version columns (version_columns) compare in order, the first
+ * that differs deciding; their ordering value is a pointer to their Datums
+ * (ordering_make), one column's is the column's Datum.
  */
 #ifndef RECONCILE_ORDERING_H
 #define RECONCILE_ORDERING_H
@@ -25,5 +28,11 @@ extern Datum ordering_from_text(TargetInfo *t, const char *text);
 extern int64 ordering_int64(TargetInfo *t, Datum v);
 extern Datum ordering_from_int64(TargetInfo *t, int64 v);
 extern char *ordering_collate_sql(TargetInfo *t);
+extern char *ordering_column_collate_sql(const TargetColumn *c);
+extern bool ordering_column_is_integer(const TargetColumn *c);
+extern TargetColumn *ordering_column(TargetInfo *t, int i);
+extern Datum ordering_make(TargetInfo *t, const Datum *values);
+extern Datum ordering_value(TargetInfo *t, Datum v, int i);
+extern Datum ordering_copy(TargetInfo *t, Datum v);
 
 #endif							/* RECONCILE_ORDERING_H */

@@ -36,6 +36,7 @@ typedef struct ProbePart
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	AttrNumber	version_attnum;
+	AttrNumber *extra_attnums;	/* further version columns */
 	AttrNumber	hash_attnum;
 } ProbePart;
 
@@ -129,6 +130,9 @@ probe_open(TargetInfo *t, Snapshot snapshot, bool walk)
 									 t->nkeys, 0);
 		part->slot = table_slot_create(part->heap, NULL);
 		part->version_attnum = get_attnum(relid, t->version.name);
+		part->extra_attnums = palloc(sizeof(AttrNumber) * Max(t->nextra, 1));
+		for (int i = 0; i < t->nextra; i++)
+			part->extra_attnums[i] = get_attnum(relid, t->extra[i].name);
 		part->hash_attnum = get_attnum(relid, t->hash.name);
 	}
 	p->nparts = n;
@@ -238,7 +242,17 @@ probe_read(ProbePart *part, TargetInfo *t, Datum *version, bytea **hash)
 
 	/* A copy in the caller's context: it outlives the slot's next row. */
 	d = slot_getattr(part->slot, part->version_attnum, &isnull);
-	*version = datumCopy(d, t->version.typbyval, t->version.typlen);
+	if (t->nextra == 0)
+		*version = datumCopy(d, t->version.typbyval, t->version.typlen);
+	else
+	{
+		Datum		values[INDEX_MAX_KEYS + 1];
+
+		values[0] = d;
+		for (int i = 0; i < t->nextra; i++)
+			values[i + 1] = slot_getattr(part->slot, part->extra_attnums[i], &isnull);
+		*version = ordering_copy(t, ordering_make(t, values));
+	}
 	d = slot_getattr(part->slot, part->hash_attnum, &isnull);
 	*hash = isnull ? NULL : DatumGetByteaPCopy(d);
 }

@@ -74,7 +74,7 @@ typedef struct StageReader
 {
 	DestReceiver dest;			/* first: the executor hands rows to it */
 	BatchState *batch;
-	int			ncols;			/* keys, version, payload, in that order */
+	int			ncols;			/* keys, version, payload, further version columns, in that order */
 	StagedColumn *cols;
 	int			source_row_pos;
 	int			hash_pos;		/* 0 if the staged relation has none */
@@ -273,6 +273,11 @@ rules_row(BatchState *b, Datum *out, bool *outnull, bool is_delete, Datum versio
 	}
 	row->tts_values[t->version.attnum - 1] = version;
 	row->tts_isnull[t->version.attnum - 1] = false;
+	for (int i = 0; i < t->nextra; i++)
+	{
+		row->tts_values[t->extra[i].attnum - 1] = out[SORT_ATT_FIRST_KEY - 1 + t->nkeys + t->npayload + i];
+		row->tts_isnull[t->extra[i].attnum - 1] = false;
+	}
 	row->tts_values[t->deleted.attnum - 1] = BoolGetDatum(is_delete);
 	row->tts_isnull[t->deleted.attnum - 1] = false;
 	row->tts_values[t->hash.attnum - 1] = out[SORT_ATT_HASH - 1];
@@ -285,6 +290,16 @@ rules_row(BatchState *b, Datum *out, bool *outnull, bool is_delete, Datum versio
 		row->tts_isnull[t->payload[i].attnum - 1] = outnull[a];
 	}
 	return ExecStoreVirtualTuple(row);
+}
+
+/* An integer ordering column's value. */
+static int64
+integer_value(TargetColumn *col, Datum d)
+{
+	Oid			base = getBaseType(col->typid);
+
+	return base == INT8OID ? DatumGetInt64(d) :
+		base == INT4OID ? DatumGetInt32(d) : DatumGetInt16(d);
 }
 
 /* One staged row on its way through stage_row. */
@@ -394,7 +409,8 @@ cast_columns(StageReader *r, TupleTableSlot *in, StagedRow *row, Datum *out, boo
 		StagedColumn *sc = &r->cols[i];
 		TargetColumn *col = sc->tcol;
 		bool		is_key = i < t->nkeys;
-		bool		is_version = i == t->nkeys;
+		bool		is_extra = i > t->nkeys + t->npayload;	/* a further version column */
+		bool		is_version = i == t->nkeys || is_extra;
 		Datum		value;
 		Datum	   *dest;
 		bool	   *destnull;
@@ -405,6 +421,13 @@ cast_columns(StageReader *r, TupleTableSlot *in, StagedRow *row, Datum *out, boo
 		{
 			dest = &out[SORT_ATT_FIRST_KEY - 1 + i];
 			destnull = &outnull[SORT_ATT_FIRST_KEY - 1 + i];
+		}
+		else if (is_extra)
+		{
+			int			a = SORT_ATT_FIRST_KEY - 1 + t->nkeys + t->npayload + (i - t->nkeys - 1 - t->npayload);
+
+			dest = &out[a];
+			destnull = &outnull[a];
 		}
 		else if (is_version)
 		{
@@ -449,10 +472,16 @@ cast_columns(StageReader *r, TupleTableSlot *in, StagedRow *row, Datum *out, boo
 		}
 		if (is_version)
 		{
-			/* An integer version is never negative (1.0's rule); other types order as they are. */
-			row->version = value;
-			if (t->version_integer && ordering_int64(t, value) < 0)
-				REJECT(r, row, col->name, raw ? raw : psprintf(INT64_FORMAT, ordering_int64(t, value)),
+			/*
+			 * An integer version is never negative (1.0's rule); other types
+			 * order as they are.  The first version column's value is the
+			 * row's; further ones stay in the sort tuple (out).
+			 */
+			if (!is_extra)
+				row->version = value;
+			if (ordering_column_is_integer(col) &&
+				integer_value(col, *dest) < 0)
+				REJECT(r, row, col->name, raw ? raw : psprintf(INT64_FORMAT, integer_value(col, *dest)),
 					   "version is negative");
 		}
 	}
@@ -681,7 +710,7 @@ check_unknown_columns(BatchState *b, Relation srel)
 static TupleDesc
 sort_desc_create(TargetInfo *t)
 {
-	TupleDesc	desc = CreateTemplateTupleDesc(SORT_ATT_FIRST_KEY - 1 + t->nkeys + t->npayload);
+	TupleDesc	desc = CreateTemplateTupleDesc(SORT_ATT_FIRST_KEY - 1 + t->nkeys + t->npayload + t->nextra);
 	AttrNumber	a = SORT_ATT_FIRST_KEY;
 
 	TupleDescInitEntry(desc, SORT_ATT_OBJECT, "object", INT4OID, -1, 0);
@@ -700,6 +729,12 @@ sort_desc_create(TargetInfo *t)
 		TupleDescInitEntry(desc, a, t->payload[i].name, t->payload[i].typid, t->payload[i].typmod, 0);
 		TupleDescInitEntryCollation(desc, a, t->payload[i].collation);
 	}
+	/* Further version columns last: the offsets of keys and payload stay. */
+	for (int i = 0; i < t->nextra; i++, a++)
+	{
+		TupleDescInitEntry(desc, a, t->extra[i].name, t->extra[i].typid, t->extra[i].typmod, 0);
+		TupleDescInitEntryCollation(desc, a, t->extra[i].collation);
+	}
 	return desc;
 }
 
@@ -711,7 +746,7 @@ sort_desc_create(TargetInfo *t)
 static Tuplesortstate *
 sort_begin(TargetInfo *t, TupleDesc desc, int sortmem, SortCoordinate coordinate)
 {
-	int			nsort = t->nkeys + 3;
+	int			nsort = t->nkeys + 3 + t->nextra;
 	AttrNumber *atts = palloc(sizeof(AttrNumber) * nsort);
 	Oid		   *ops = palloc(sizeof(Oid) * nsort);
 	Oid		   *colls = palloc0(sizeof(Oid) * nsort);
@@ -728,6 +763,12 @@ sort_begin(TargetInfo *t, TupleDesc desc, int sortmem, SortCoordinate coordinate
 	atts[n] = SORT_ATT_VERSION;
 	colls[n] = t->version.collation;
 	ops[n++] = t->version_gt_op;
+	for (int i = 0; i < t->nextra; i++)
+	{
+		atts[n] = SORT_ATT_FIRST_KEY + t->nkeys + t->npayload + i;
+		colls[n] = t->extra[i].collation;
+		ops[n++] = t->extra_gt_op[i];
+	}
 	atts[n] = SORT_ATT_OBJECT;
 	ops[n++] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT4OID, INT4OID,
 								   BTLessStrategyNumber);
@@ -764,7 +805,7 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 	staged_column(srel, "operation", true, NULL);
 	r->source_row_pos = 2;
 
-	r->ncols = t->nkeys + 1 + t->npayload;
+	r->ncols = t->nkeys + 1 + t->npayload + t->nextra;
 	r->cols = palloc0(sizeof(StagedColumn) * r->ncols);
 	for (int i = 0; i < r->ncols; i++)
 	{
@@ -774,7 +815,9 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 		int			attno;
 
 		sc->tcol = i < t->nkeys ? &t->keys[i] :
-			i == t->nkeys ? &t->version : &t->payload[i - t->nkeys - 1];
+			i == t->nkeys ? &t->version :
+			i <= t->nkeys + t->npayload ? &t->payload[i - t->nkeys - 1] :
+			&t->extra[i - t->nkeys - 1 - t->npayload];
 		attno = staged_column(srel, sc->tcol->name, true, NULL);
 		att = TupleDescAttr(sdesc, attno - 1);
 		sc->pos = 4 + i;

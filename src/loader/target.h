@@ -44,8 +44,18 @@ typedef struct TargetInfo
 	Oid			version_lt_op;	/* its type's default btree operators */
 	Oid			version_gt_op;
 	Oid			version_eq_op;
-	bool		version_integer;	/* smallint, integer, bigint or a domain over one */
+	bool		version_integer;	/* one column: smallint, integer, bigint or a domain over one */
 	struct SortSupportData *version_ssup;	/* made when first used, per process */
+
+	/*
+	 * version_columns beyond the first (version): compared in order after
+	 * it, each by its type's default btree operators (ordering.c).
+	 */
+	int			nextra;
+	TargetColumn *extra;
+	Oid		   *extra_lt_op;
+	Oid		   *extra_gt_op;
+	Oid		   *extra_eq_op;
 	TargetColumn deleted;
 	TargetColumn hash;
 	int			npayload;
@@ -73,6 +83,7 @@ typedef enum TargetLockFor
 
 extern void target_lock(Oid relid, int lockmode, TargetLockFor purpose);
 extern TargetInfo *target_resolve(Oid relid, char **keys, int nkeys, const char *version,
+								  char **extra, int nextra,
 								  const char *deleted, const char *hash, char **payload,
 								  int npayload, const char *policy);
 extern char **target_text_array(ArrayType *arr, const char *argname, int max,
