@@ -489,7 +489,7 @@ COMMENT ON FUNCTION reconcile_load(pg_catalog.regclass, pg_catalog.name, pg_cata
 ALTER TABLE reconcile.conflicts ADD COLUMN ordering pg_catalog.text;
 ALTER TABLE reconcile.conflicts ALTER COLUMN version DROP NOT NULL;
 COMMENT ON COLUMN reconcile.conflicts.ordering IS
-    'The held row''s version as text, written under pinned settings (ISO dates, UTC, shortest exact floats), for any version type; NULL on rows held by 1.1, whose version is the bigint column.';
+    'The held row''s version as text, written under pinned settings (ISO dates, UTC, shortest exact floats), for any version type (several version columns: a JSON array of their texts); NULL on rows held by 1.1, whose version is the bigint column.';
 COMMENT ON COLUMN reconcile.conflicts.version IS
     'The held row''s version for an integer version column; NULL for other version types (see ordering).';
 ALTER TABLE reconcile.resolutions ADD COLUMN ordering pg_catalog.text,
