@@ -129,18 +129,24 @@ ordering_copy(TargetInfo *t, Datum v)
 	return t->nextra == 0 ? values[0] : ordering_make(t, values);
 }
 
-/* Several columns: the first that differs decides (ssup_extra: one SortSupport per column). */
+/* The comparators of several version columns (a SortSupport's ssup_extra). */
+typedef struct OrderingColumns
+{
+	int			n;
+	SortSupportData *cols;
+} OrderingColumns;
+
+/* Several columns: the first that differs decides. */
 static int
 compare_columns(Datum a, Datum b, SortSupport ssup)
 {
-	SortSupport cols = (SortSupport) ssup->ssup_extra;
-	int			n = ssup->ssup_attno;	/* the number of columns */
+	OrderingColumns *oc = (OrderingColumns *) ssup->ssup_extra;
 	const Datum *va = (const Datum *) DatumGetPointer(a);
 	const Datum *vb = (const Datum *) DatumGetPointer(b);
 
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < oc->n; i++)
 	{
-		int			c = ApplySortComparator(va[i], false, vb[i], false, &cols[i]);
+		int			c = ApplySortComparator(va[i], false, vb[i], false, &oc->cols[i]);
 
 		if (c != 0)
 			return c;
@@ -177,10 +183,12 @@ ordering_sortsupport(TargetInfo *t)
 		{
 			/* One comparator over the columns in order, for decide.c. */
 			SortSupport ssup = palloc0(sizeof(SortSupportData));
+			OrderingColumns *oc = palloc(sizeof(OrderingColumns));
 
+			oc->n = n;
+			oc->cols = cols;
 			ssup->ssup_cxt = cxt;
-			ssup->ssup_extra = cols;
-			ssup->ssup_attno = n;
+			ssup->ssup_extra = oc;
 			ssup->comparator = compare_columns;
 			t->version_ssup = ssup;
 		}
