@@ -59,7 +59,7 @@ resolve_column_ops(TargetColumn *c, const char *relname, Oid *lt, Oid *gt, Oid *
 void
 ordering_resolve(TargetInfo *t, const char *relname)
 {
-	Oid			base = getBaseType(t->version.typid);
+	Oid			base = t->version.basetype;
 
 	resolve_column_ops(&t->version, relname, &t->version_lt_op, &t->version_gt_op,
 					   &t->version_eq_op);
@@ -78,7 +78,7 @@ ordering_resolve(TargetInfo *t, const char *relname)
 bool
 ordering_column_is_integer(const TargetColumn *c)
 {
-	Oid			base = getBaseType(c->typid);
+	Oid			base = c->basetype;
 
 	return base == INT2OID || base == INT4OID || base == INT8OID;
 }
@@ -276,7 +276,7 @@ ordering_from_text(TargetInfo *t, const char *text)
 int64
 ordering_int64(TargetInfo *t, Datum v)
 {
-	Oid			base = getBaseType(t->version.typid);
+	Oid			base = t->version.basetype;
 
 	Assert(t->version_integer);
 	return base == INT8OID ? DatumGetInt64(v) :
@@ -309,7 +309,7 @@ ordering_column_collate_sql(const TargetColumn *c)
 Datum
 ordering_from_int64(TargetInfo *t, int64 v)
 {
-	Oid			base = getBaseType(t->version.typid);
+	Oid			base = t->version.basetype;
 
 	if (!t->version_integer)
 		ereport(ERROR,

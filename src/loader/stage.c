@@ -296,7 +296,7 @@ rules_row(BatchState *b, Datum *out, bool *outnull, bool is_delete, Datum versio
 static int64
 integer_value(TargetColumn *col, Datum d)
 {
-	Oid			base = getBaseType(col->typid);
+	Oid			base = col->basetype;
 
 	return base == INT8OID ? DatumGetInt64(d) :
 		base == INT4OID ? DatumGetInt32(d) : DatumGetInt16(d);

@@ -91,6 +91,7 @@ column_type_io(TargetColumn *col)
 	getTypeOutputInfo(col->typid, &outfunc, &varlena);
 	fmgr_info(outfunc, &col->out);
 	col->catch_directly = input_is_builtin(col->typid);
+	col->basetype = getBaseType(col->typid);
 }
 
 /* Look a column of the target up by name; it must be a plain column. */

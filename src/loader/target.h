@@ -27,6 +27,7 @@ typedef struct TargetColumn
 	Oid			ioparam;
 	FmgrInfo	out;			/* the target type's output function */
 	bool		catch_directly; /* see stage.c: input_value() */
+	Oid			basetype;		/* typid, or a domain's base type */
 } TargetColumn;
 
 typedef struct TargetInfo
