@@ -114,6 +114,15 @@ EXCEPTION WHEN unique_violation THEN
     RAISE WARNING '%', detail;
 END $$;
 
+-- reconcile_load stages every version column from the objects it reads.
+COPY (SELECT 1) TO PROGRAM 'rm -rf /tmp/reconcile_ordering_columns && mkdir -p /tmp/reconcile_ordering_columns && cat >/dev/null';
+COPY (SELECT translate(encode(convert_to(E'id,val,binlog_file,binlog_pos\n7,first,mysql-bin.000001,50\n7,second,mysql-bin.000002,3\n', 'UTF8'), 'base64'), E'\n', ''))
+    TO PROGRAM 'base64 -d > /tmp/reconcile_ordering_columns/b.csv';
+CREATE SERVER bl_land FOREIGN DATA WRAPPER reconcile_objects OPTIONS (directory '/tmp/reconcile_ordering_columns');
+SELECT status, inserted, stale, staged_rows FROM reconcile_load('bl_general', 'bl_land');
+SELECT * FROM bl_general WHERE id = 7;
+DROP SERVER bl_land;
+
 -- Every version column must be NOT NULL and orderable; no column twice.
 CREATE TABLE bl_bad (id int PRIMARY KEY, f text NOT NULL, p bigint, j json NOT NULL,
                      d boolean NOT NULL DEFAULT false, h bytea);
