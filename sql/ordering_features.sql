@@ -180,6 +180,33 @@ SELECT outcome, ordering, written_ordering FROM reconcile_resolve('sp',
     (SELECT staged_hash FROM reconcile.conflicts WHERE target = 'sp'::regclass AND source_row = 2));
 SELECT id, name, city, at, deleted FROM sp ORDER BY id;
 
+-- A numeric version (passed by reference): versions equal by the type,
+-- not by their bytes or spelling, are one version of a sparse merge.  Two
+-- sparse rows at 2.0 and 2.00 that merge to different rows conflict; two at
+-- 3 and 3.000 merging to the same row are one; 10 is above 9.5.
+CREATE TABLE spn (id integer PRIMARY KEY, name text, city text, v numeric NOT NULL,
+                  deleted boolean NOT NULL DEFAULT false, hash bytea);
+CREATE TABLE spn_stage (object_key text, source_row bigint, operation text, id integer,
+                        v text, name text, city text, present_columns text[]);
+SELECT reconcile_register(target => 'spn', key_columns => '{id}', version_column => 'v',
+    deleted_column => 'deleted', hash_column => 'hash', conflict_policy => 'quarantine');
+INSERT INTO spn_stage VALUES
+    ('n0', 1, 'UPSERT', 1, '1', 'Ana', 'Oslo', NULL),
+    ('n0', 2, 'UPSERT', 2, '1', 'Bo', 'Rome', NULL),
+    ('n0', 3, 'UPSERT', 3, '9.5', 'Cy', 'Lima', NULL);
+SELECT * FROM load('spn', 'spn_stage', 'n0', '{"partial": true}');
+INSERT INTO spn_stage VALUES
+    ('n1', 1, 'UPSERT', 1, '2.0', NULL, 'Bergen', '{city}'),
+    ('n1', 2, 'UPSERT', 1, '2.00', NULL, 'Tromso', '{city}'),
+    ('n1', 3, 'UPSERT', 2, '3', NULL, 'Milan', '{city}'),
+    ('n1', 4, 'UPSERT', 2, '3.000', NULL, 'Milan', '{city}'),
+    ('n1', 5, 'UPSERT', 3, '10', 'Cyd', NULL, '{name}'),
+    ('n1', 6, 'UPSERT', 3, '9.75', NULL, 'Lyon', '{city}');
+SELECT * FROM load('spn', 'spn_stage', 'n1', '{"partial": true}');
+SELECT id, name, city, v FROM spn ORDER BY id;
+SELECT key, ordering, staged_payload FROM reconcile.conflicts
+ WHERE target = 'spn'::regclass ORDER BY source_row;
+
 -- ---- reconcile_repair over a timestamptz version ----
 CREATE TABLE r_src (id integer, name text, seen timestamptz);
 CREATE TABLE r_tgt (id integer PRIMARY KEY, name text, seen timestamptz NOT NULL,
@@ -224,7 +251,7 @@ INSERT INTO i_src VALUES (1, 'one');
 SELECT key, action, outcome FROM reconcile_repair('i_src', 'i_tgt', '{id}');
 SELECT id, name, version FROM i_tgt;
 
-DROP TABLE acct, acct_stage, bin, bin_stage, cust, cust_stage, sp, sp_stage,
+DROP TABLE acct, acct_stage, bin, bin_stage, cust, cust_stage, sp, sp_stage, spn, spn_stage,
            r_src, r_tgt, r_stage, rb_src, i_src, i_tgt;
 DROP FUNCTION try(text), load(regclass, regclass, text, jsonb);
 DROP EXTENSION reconcile;
