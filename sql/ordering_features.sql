@@ -135,6 +135,12 @@ CREATE TABLE bin_stage (object_key text, source_row bigint, operation text,
 INSERT INTO bin_stage VALUES ('b1', 1, 'UPSERT', 1, 'mysql-bin.000002', 4, 'one');
 SELECT try($$SELECT * FROM load('bin', 'bin_stage', 'b1', '{"snapshot": {"version": 1}}')$$)
     AS snapshot_two_columns;
+-- Purging tombstone rows of a target with several version columns: before_version
+-- is read in the first column's type and compares that column alone.
+INSERT INTO bin VALUES (7, 'x', 'mysql-bin.000001', 999, true, NULL),
+                       (8, 'y', 'mysql-bin.000002', 1, true, NULL);
+SELECT reconcile_purge_tombstones('bin', before_version => 'mysql-bin.000002') AS purged;
+SELECT id, file, pos, deleted FROM bin ORDER BY id;
 
 -- ---- Sparse updates over a timestamptz version ----
 CREATE TABLE sp (id integer PRIMARY KEY, name text, city text, at timestamptz NOT NULL,
