@@ -693,3 +693,79 @@ BEGIN ATOMIC
 END;
 COMMENT ON FUNCTION reconcile_receipt_objects(pg_catalog.regclass, pg_catalog.text) IS
     'The per-object counts of a receipt as one jsonb array in object_key, version_id order (receipts.objects of reconcile 1.1), from reconcile.batch_objects for a batch committed by 1.2; NULL if the target has no such receipt.';
+-- ---- Ordering by any btree-orderable type (issue 23, point 1) ----
+-- A version column may be of any type with a default btree operator class
+-- (timestamptz, numeric, pg_lsn, text, a domain, ...), compared with that
+-- ordering and the column's collation.  Held conflicts and resolutions keep
+-- the version as pinned text (ordering, written_ordering) for every type;
+-- version and written_version stay bigint for an integer version column,
+-- as 1.1 wrote them, and are NULL for other types.  Rows held by 1.1 keep
+-- their bigint version and a NULL ordering, and still resolve.
+ALTER TABLE reconcile.conflicts ADD COLUMN ordering pg_catalog.text;
+ALTER TABLE reconcile.conflicts ALTER COLUMN version DROP NOT NULL;
+COMMENT ON COLUMN reconcile.conflicts.ordering IS
+    'The held row''s version as text, written under pinned settings (ISO dates, UTC, shortest exact floats), for any version type (several version columns: a JSON array of their texts); NULL on rows held by 1.1, whose version is the bigint column.';
+COMMENT ON COLUMN reconcile.conflicts.version IS
+    'The held row''s version for an integer version column; NULL for other version types (see ordering).';
+ALTER TABLE reconcile.resolutions ADD COLUMN ordering pg_catalog.text,
+    ADD COLUMN written_ordering pg_catalog.text;
+ALTER TABLE reconcile.resolutions ALTER COLUMN version DROP NOT NULL,
+    ALTER COLUMN written_version DROP NOT NULL;
+COMMENT ON COLUMN reconcile.resolutions.ordering IS
+    'The version decided, as pinned text, for any version type; NULL on decisions made by 1.1.';
+COMMENT ON COLUMN reconcile.resolutions.written_ordering IS
+    'written_version as pinned text, for any version type; NULL on decisions made by 1.1.';
+
+-- reconcile_resolve reports the versions as text too: two OUT columns at
+-- the end, so that 1.1's columns keep their places.
+DROP FUNCTION reconcile_resolve(pg_catalog.regclass, pg_catalog.text, pg_catalog.jsonb, pg_catalog.bytea);
+CREATE FUNCTION reconcile_resolve(
+    target pg_catalog.regclass,
+    batch_id pg_catalog.text,
+    key pg_catalog.jsonb,
+    payload_hash pg_catalog.bytea,
+    OUT status pg_catalog.text,
+    OUT version pg_catalog.int8,
+    OUT choice pg_catalog.text,
+    OUT written_version pg_catalog.int8,
+    OUT outcome pg_catalog.text,
+    OUT decided_by pg_catalog.name,
+    OUT decided_at pg_catalog.timestamptz,
+    OUT ordering pg_catalog.text,
+    OUT written_ordering pg_catalog.text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'reconcile_resolve'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION reconcile_resolve(pg_catalog.regclass, pg_catalog.text, pg_catalog.jsonb, pg_catalog.bytea) IS
+    'Resolve a key a batch held back in conflict: keep the payload with the given hash (a staged_hash or existing_hash of reconcile.conflicts at the conflicting version); owner only, recorded in reconcile.resolutions. version and written_version are NULL for a version column that is not an integer; ordering and written_ordering are the versions as text for every type.';
+
+-- Several ordering columns compared in order (a binlog file and offset):
+-- reconcile.targets.version_columns lists them all, version_column keeps
+-- the first for 1.1's readers; NULL for one column.
+ALTER TABLE reconcile.targets ADD COLUMN version_columns pg_catalog.text[];
+COMMENT ON COLUMN reconcile.targets.version_columns IS
+    'The version columns compared in order, when there are several (version_column is the first); NULL for one.';
+
+-- reconcile_register gains version_columns text[] at the end (positional
+-- and named calls of 1.1 keep working); version_column, deleted_column and
+-- hash_column default to NULL so that a call may name version_columns
+-- instead, and the function still refuses a missing deleted or hash column.
+DROP FUNCTION reconcile_register(pg_catalog.regclass, pg_catalog.text[], pg_catalog.text,
+    pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text[], pg_catalog.jsonb);
+CREATE FUNCTION reconcile_register(
+    target pg_catalog.regclass,
+    key_columns pg_catalog.text[],
+    version_column pg_catalog.text DEFAULT NULL,
+    deleted_column pg_catalog.text DEFAULT NULL,
+    hash_column pg_catalog.text DEFAULT NULL,
+    conflict_policy pg_catalog.text DEFAULT 'quarantine',
+    payload_columns pg_catalog.text[] DEFAULT NULL,
+    options pg_catalog.jsonb DEFAULT NULL,
+    version_columns pg_catalog.text[] DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'reconcile_register'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION reconcile_register(pg_catalog.regclass, pg_catalog.text[], pg_catalog.text,
+    pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text[], pg_catalog.jsonb,
+    pg_catalog.text[]) IS
+    'Register a table as a reconcile target (the caller must own it). The version column (version_column), or several compared in order (version_columns), may be of any type with a default btree operator class. options (jsonb object, NULL for the defaults): max_rejects (integer >= 0), max_reject_share (number from 0 to 1), unknown_columns (''error'' or ''ignore''); a key set to null takes its default (no limit, ''error'').';

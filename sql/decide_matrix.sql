@@ -24,5 +24,6 @@ SELECT count(*) AS rows_differ
         UNION ALL (SELECT * FROM dt_general EXCEPT SELECT * FROM dt_auto)) d;
 
 DROP TABLE decide_cases, dt_auto, dt_auto_stage, dt_general, dt_general_stage;
-DROP FUNCTION decide_load, decide_counts, decide_row, decide_setup, decide_case, decide_run;
+DROP FUNCTION decide_load, decide_counts, decide_row, decide_setup, decide_case, decide_run,
+    decide_version, decide_vtype;
 DROP EXTENSION reconcile;

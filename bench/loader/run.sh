@@ -4,6 +4,7 @@
 #   bash bench/loader/run.sh [--rows N] [--target T] [--work-mem SIZE] [--shared-buffers SIZE]
 #                            [--parallel WORKERS] [--scale [--with-pipeline] [--sizes "N1 N2 ..."]]
 #                            [--use-existing] [--port P] [--no-install] [--keep] [--repeat N]
+#                            [--ordering]
 #
 # Defaults: N = T = 1,000,000; its own throwaway cluster on port 54339, with
 # max_parallel_maintenance_workers one less than the machine's cores.
@@ -11,6 +12,9 @@
 # --repeat N runs the contenders N times, interleaved (a, b, c, e, f, d, a,
 # b, ...), and reports each ratio as the median of the N rounds' ratios with
 # their minimum and maximum, so that a change can be told from noise.
+# --ordering times (a) alone, on the same batch with a bigint version and
+# with a timestamptz one (ordering_ts.sql), interleaved for --repeat N
+# rounds, and reports the ratio timestamptz / bigint.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -32,6 +36,7 @@ PORT=${BENCH_PGPORT:-54339}
 INSTALL=1
 KEEP=0
 REPEAT=1
+ORDERING=0
 OBJECTS=100
 SEED=0.42
 DB=reconcile_bench
@@ -55,6 +60,7 @@ while [ $# -gt 0 ]; do
 	--no-install) INSTALL=0; shift ;;
 	--keep) KEEP=1; shift ;;
 	--repeat) REPEAT=$2; shift 2 ;;
+	--ordering) ORDERING=1; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; die "unknown argument: $1" ;;
 	esac
@@ -181,7 +187,7 @@ setup_data() {  # setup_data N T
 # "name|seconds|wal_bytes|vmrss_before_kB|vmhwm_after_kB|rssanon_before_kB|rssanon_peak_kB".
 run_contender() {  # run_contender NAME SQLFILE
 	local name=$1 file=$2 mem=$TMP/mem-$1
-	psql_db -f "$HERE/restore.sql" >/dev/null
+	psql_db -f "$HERE/${RESTORE_SQL:-restore.sql}" >/dev/null
 	# (b)'s own state starts empty at each of its runs (--repeat), and is
 	# kept until its next run for the checks.
 	[ "$name" = b ] && psql_db -c "TRUNCATE bench_rejects, bench_conflicts, bench_receipts" >/dev/null
@@ -372,6 +378,34 @@ default_run() {
 	printf '\nreport written to %s\n' "${REPORT#"$ROOT"/}"
 }
 
+# (a) with a bigint and with a timestamptz version, interleaved.
+ordering_run() {
+	setup_data "$ROWS" "$TARGET"
+	psql_db -f "$HERE/ordering_ts.sql" >/dev/null
+	local round sbig=() sts=() r=() rbig rts
+	for ((round = 1; round <= REPEAT; round++)); do
+		log "round $round of $REPEAT: (a) bigint, (a) timestamptz"
+		rbig=$(run_contender a "$HERE/contender_a.sql")
+		rts=$(RESTORE_SQL=restore_ts.sql run_contender a_ts "$HERE/contender_a_ts.sql")
+		sbig+=("$(secs_of "$rbig")"); sts+=("$(secs_of "$rts")")
+		r+=("$(ratio "${sts[-1]}" "${sbig[-1]}")")
+	done
+	{
+		printf 'reconcile loader benchmark, --ordering, %s\n' "$STAMP"
+		printf 'command: bash bench/loader/run.sh --ordering --rows %s --target %s --repeat %s\n' "$ROWS" "$TARGET" "$REPEAT"
+		machine
+		printf 'receipt, bigint:      %s\n' "$(psql_at -c "SELECT format('inserted %s, updated %s, deleted %s, unchanged %s, stale %s, duplicates %s, conflicts %s, rejected %s', inserted, updated, deleted, unchanged, stale, duplicates, conflicts, rejected) FROM reconcile.receipts WHERE target = 'customer'::regclass ORDER BY committed_at DESC LIMIT 1")"
+		printf 'receipt, timestamptz: %s\n\n' "$(psql_at -c "SELECT format('inserted %s, updated %s, deleted %s, unchanged %s, stale %s, duplicates %s, conflicts %s, rejected %s', inserted, updated, deleted, unchanged, stale, duplicates, conflicts, rejected) FROM reconcile.receipts WHERE target = 'customer_ts'::regclass ORDER BY committed_at DESC LIMIT 1")"
+		header
+		fmt_row "(a) bigint version, last round" "$ROWS" "$rbig"
+		fmt_row "(a) timestamptz version, last round" "$ROWS" "$rts"
+		printf '\nseconds of (a) per round, bigint:      %s\n' "${sbig[*]}"
+		printf 'seconds of (a) per round, timestamptz: %s\n' "${sts[*]}"
+		printf 'ratio timestamptz / bigint, median [min, max] of the rounds: %s\n' "$(spread "${r[@]}")"
+	} | tee "$REPORT"
+	printf '\nreport written to %s\n' "${REPORT#"$ROOT"/}"
+}
+
 scale_run() {
 	local lines=() n r rb
 	for n in $SIZES; do
@@ -429,6 +463,8 @@ main() {
 	SO_MTIME=$(date -u -r "$("$PG_BINDIR/pg_config" --pkglibdir)/reconcile.so" '+%F %T UTC' 2>/dev/null || echo '?')
 	if [ "$SCALE" -eq 1 ]; then
 		scale_run
+	elif [ "$ORDERING" -eq 1 ]; then
+		ordering_run
 	else
 		default_run
 	fi

@@ -45,6 +45,7 @@ static const StateColumn conflicts_columns[] = {
 	{"deleted", BOOLOID, NULL, STATE_1_1},
 	{"staged_payload", JSONBOID, NULL, STATE_1_1},
 	{"existing_payload", JSONBOID, NULL, STATE_1_1},
+	{"ordering", TEXTOID, NULL, STATE_1_2},	/* the version's pinned text form, any type */
 	/* key_pinned (1.2) is left to its default: true for a row written now */
 	{"present_columns", TEXTOID, "pg_catalog.text[]", STATE_1_2},	/* text form */
 	{"merged_over", BYTEAOID, NULL, STATE_1_2},

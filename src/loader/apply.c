@@ -30,6 +30,7 @@
 
 #include "common/citus.h"
 #include "common/sqlname.h"
+#include "ordering.h"
 #include "writers.h"
 
 /* The temporary table of winners and what was queued in it. */
@@ -45,7 +46,54 @@ struct ApplyWriter
 	bool		filled;			/* every winner queued, the table closed */
 };
 
-/* Columns: keys, version, deleted, hash, payload, action. */
+/*
+ * The version guard of an UPDATE: the target's row t is at a lower version
+ * than the winner w, by each version column's type's operators and
+ * collation; several columns compare in order (the first that differs).
+ */
+static char *
+version_guard_sql(TargetInfo *t)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	for (int i = t->nextra; i >= 0; i--)
+	{
+		TargetColumn *c = i == 0 ? &t->version : &t->extra[i - 1];
+		const char *w = i == 0 ? "w.v" : psprintf("w.x%d", i);
+		const char *coll = ordering_column_collate_sql(c);
+		char	   *lt = psprintf("t.%s %s %s%s", quote_identifier(c->name),
+								  operator_sql(i == 0 ? t->version_lt_op : t->extra_lt_op[i - 1]), w, coll);
+
+		if (i == t->nextra)
+			appendStringInfoString(&sql, lt);
+		else
+			sql.data = psprintf("(%s OR (t.%s %s %s%s AND %s))", lt, quote_identifier(c->name),
+								operator_sql(i == 0 ? t->version_eq_op : t->extra_eq_op[i - 1]), w, coll,
+								sql.data);
+	}
+	return sql.data;
+}
+
+/* The target's row t at the winner w's own version: every version column equal. */
+static char *
+version_same_sql(TargetInfo *t)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	for (int i = 0; i <= t->nextra; i++)
+	{
+		TargetColumn *c = i == 0 ? &t->version : &t->extra[i - 1];
+
+		appendStringInfo(&sql, "%st.%s %s %s%s", i > 0 ? " AND " : "", quote_identifier(c->name),
+						 operator_sql(i == 0 ? t->version_eq_op : t->extra_eq_op[i - 1]),
+						 i == 0 ? "w.v" : psprintf("w.x%d", i), ordering_column_collate_sql(c));
+	}
+	return sql.data;
+}
+
+/* Columns: keys, version, deleted, hash, payload, action, further version columns. */
 ApplyWriter *
 apply_create(TargetInfo *t, const char *batch_id)
 {
@@ -69,7 +117,13 @@ apply_create(TargetInfo *t, const char *batch_id)
 		appendStringInfo(&sql, ", p%d %s", i + 1,
 						 format_type_extended(t->payload[i].typid, t->payload[i].typmod,
 											  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
-	appendStringInfoString(&sql, ", a pg_catalog.\"char\") ON COMMIT DROP");
+	appendStringInfoString(&sql, ", a pg_catalog.\"char\"");
+	/* Further version columns last, x1, x2, ... */
+	for (int i = 0; i < t->nextra; i++)
+		appendStringInfo(&sql, ", x%d %s", i + 1,
+						 format_type_extended(t->extra[i].typid, t->extra[i].typmod,
+											  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+	appendStringInfoString(&sql, ") ON COMMIT DROP");
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not create %s", m->name);
 
@@ -80,7 +134,7 @@ apply_create(TargetInfo *t, const char *batch_id)
 	if (m->rel->rd_rel->relkind != RELKIND_RELATION)
 		elog(ERROR, "pg_temp.%s is not a table", m->name);
 	desc = RelationGetDescr(m->rel);
-	Assert(desc->natts == t->nkeys + 3 + t->npayload + 1);
+	Assert(desc->natts == t->nkeys + 3 + t->npayload + 1 + t->nextra);
 	m->slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
 	m->bistate = GetBulkInsertState();
 	return m;
@@ -100,7 +154,7 @@ apply_add(ApplyWriter *m, const Winner *winner, char action)
 		slot->tts_values[a] = winner->keys[i];
 		slot->tts_isnull[a] = false;
 	}
-	slot->tts_values[a] = winner->version;
+	slot->tts_values[a] = ordering_value(t, winner->version, 0);
 	slot->tts_isnull[a++] = false;
 	slot->tts_values[a] = BoolGetDatum(winner->tombstone);
 	slot->tts_isnull[a++] = false;
@@ -112,7 +166,12 @@ apply_add(ApplyWriter *m, const Winner *winner, char action)
 		slot->tts_isnull[a] = winner->payload_isnull[i];
 	}
 	slot->tts_values[a] = CharGetDatum(action);
-	slot->tts_isnull[a] = false;
+	slot->tts_isnull[a++] = false;
+	for (int i = 0; i < t->nextra; i++, a++)
+	{
+		slot->tts_values[a] = ordering_value(t, winner->version, i + 1);
+		slot->tts_isnull[a] = false;
+	}
 	ExecStoreVirtualTuple(slot);
 	table_tuple_insert(m->rel, slot, GetCurrentCommandId(true), 0, m->bistate);
 	m->nactions[action == ACTION_INSERT ? 0 : action == ACTION_UPDATE ? 1 :
@@ -182,6 +241,9 @@ apply_winners_sql(ApplyWriter *m, Oid reader)
 			src = "w.d";
 		else if (c == &t->hash)
 			src = "w.h";
+		for (int x = 0; src == NULL && x < t->nextra; x++)
+			if (c == &t->extra[x])
+				src = psprintf("w.x%d", x + 1);
 		for (int k = 0; src == NULL && k < t->nkeys; k++)
 			if (c == &t->keys[k])
 				src = psprintf("w.k%d", k + 1);
@@ -237,7 +299,8 @@ update_sources(ApplyWriter *m, const char *tmp, char action, int *nsrc)
 	StringInfoData agg,
 				from,
 				names;
-	int			ncols = t->nkeys + 2 + (action == ACTION_UPDATE ? t->npayload : 0);
+	int			npay = action == ACTION_UPDATE ? t->npayload : 0;
+	int			ncols = t->nkeys + 2 + npay + t->nextra;
 	int			distk = -1;
 	int			first;
 	Oid			argtypes[1] = {REGCLASSOID};
@@ -257,7 +320,8 @@ update_sources(ApplyWriter *m, const char *tmp, char action, int *nsrc)
 		for (int i = 0; distk >= 0 && i < ncols; i++)
 		{
 			TargetColumn *c = i < t->nkeys ? &t->keys[i] : i == t->nkeys ? &t->version :
-				i == t->nkeys + 1 ? &t->hash : &t->payload[i - t->nkeys - 2];
+				i == t->nkeys + 1 ? &t->hash : i < t->nkeys + 2 + npay ? &t->payload[i - t->nkeys - 2] :
+				&t->extra[i - t->nkeys - 2 - npay];
 
 			if (!OidIsValid(get_array_type(c->typid)) || type_is_array(getBaseType(c->typid)))
 				distk = -1;
@@ -288,8 +352,10 @@ update_sources(ApplyWriter *m, const char *tmp, char action, int *nsrc)
 			c = &t->version, name = "v";
 		else if (i == t->nkeys + 1)
 			c = &t->hash, name = "h";
-		else
+		else if (i < t->nkeys + 2 + npay)
 			c = &t->payload[i - t->nkeys - 2], name = psprintf("p%d", i - t->nkeys - 1);
+		else
+			c = &t->extra[i - t->nkeys - 2 - npay], name = psprintf("x%d", i - t->nkeys - 1 - npay);
 		if (!OidIsValid(get_array_type(c->typid)))
 			elog(ERROR, "type %s has no array type", format_type_be(c->typid));
 		appendStringInfo(&agg, "%spg_catalog.array_agg(w.%s)", i ? ", " : "", name);
@@ -352,9 +418,17 @@ apply_run(ApplyWriter *m)
 				sel,
 				keymatch,
 				set,
-				keep;
+				keep,
+				vset;			/* further version columns */
 	const char *tmp = psprintf("pg_temp.%s", quote_identifier(m->name));
 	char	   *sql;
+
+	/*
+	 * The version guard: the version type's own ordering, in the column's
+	 * collation; several version columns compare in order.
+	 */
+	const char *guard = version_guard_sql(t);
+	const char *same = version_same_sql(t);
 
 	apply_fill_end(m);
 
@@ -363,6 +437,7 @@ apply_run(ApplyWriter *m)
 	initStringInfo(&keymatch);
 	initStringInfo(&set);
 	initStringInfo(&keep);
+	initStringInfo(&vset);
 	for (int i = 0; i < t->nkeys; i++)
 	{
 		appendStringInfo(&cols, "%s, ", quote_identifier(t->keys[i].name));
@@ -373,6 +448,12 @@ apply_run(ApplyWriter *m)
 	appendStringInfo(&cols, "%s, %s, %s", quote_identifier(t->version.name),
 					 quote_identifier(t->deleted.name), quote_identifier(t->hash.name));
 	appendStringInfoString(&sel, "w.v, w.d, w.h");
+	for (int i = 0; i < t->nextra; i++)
+	{
+		appendStringInfo(&cols, ", %s", quote_identifier(t->extra[i].name));
+		appendStringInfo(&sel, ", w.x%d", i + 1);
+		appendStringInfo(&vset, ", %s = w.x%d", quote_identifier(t->extra[i].name), i + 1);
+	}
 	for (int i = 0; i < t->npayload; i++)
 	{
 		appendStringInfo(&cols, ", %s", quote_identifier(t->payload[i].name));
@@ -410,12 +491,12 @@ apply_run(ApplyWriter *m)
 
 		for (int i = 0; i < nsrc; i++)
 		{
-			sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = %s, %s = w.h%s FROM %s"
-						   " WHERE %s%s AND t.%s OPERATOR(pg_catalog.<) w.v",
-						   t->qualname, quote_identifier(t->version.name),
+			sql = psprintf("UPDATE %s AS t SET %s = w.v%s, %s = %s, %s = w.h%s FROM %s"
+						   " WHERE %s%s AND %s",
+						   t->qualname, quote_identifier(t->version.name), vset.data,
 						   quote_identifier(t->deleted.name), src[i].deleted,
-						   quote_identifier(t->hash.name), set.data, src[i].from, src[i].filter, keymatch.data,
-						   quote_identifier(t->version.name));
+						   quote_identifier(t->hash.name), set.data, src[i].from, src[i].filter,
+						   keymatch.data, guard);
 			if (SPI_execute_with_args(sql, src[i].nparams, src[i].types, src[i].values, NULL,
 									  false, 0) != SPI_OK_UPDATE)
 				elog(ERROR, "could not update %s", t->relname);
@@ -433,12 +514,11 @@ apply_run(ApplyWriter *m)
 		src = update_sources(m, tmp, ACTION_DELETE, &nsrc);
 		for (int i = 0; i < nsrc; i++)
 		{
-			sql = psprintf("UPDATE %s AS t SET %s = w.v, %s = true, %s = w.h FROM %s"
-						   " WHERE %s%s AND t.%s OPERATOR(pg_catalog.<) w.v",
-						   t->qualname, quote_identifier(t->version.name),
+			sql = psprintf("UPDATE %s AS t SET %s = w.v%s, %s = true, %s = w.h FROM %s"
+						   " WHERE %s%s AND %s",
+						   t->qualname, quote_identifier(t->version.name), vset.data,
 						   quote_identifier(t->deleted.name), quote_identifier(t->hash.name),
-						   src[i].from, src[i].filter, keymatch.data,
-						   quote_identifier(t->version.name));
+						   src[i].from, src[i].filter, keymatch.data, guard);
 			if (SPI_execute_with_args(sql, src[i].nparams, src[i].types, src[i].values, NULL,
 									  false, 0) != SPI_OK_UPDATE)
 				elog(ERROR, "could not update %s", t->relname);
@@ -454,10 +534,9 @@ apply_run(ApplyWriter *m)
 		 * keeps the row's last payload.
 		 */
 		sql = psprintf("UPDATE %s AS t SET %s = w.d, %s = w.h%s FROM %s AS w"
-					   " WHERE w.a OPERATOR(pg_catalog.=) 'R'%s AND t.%s OPERATOR(pg_catalog.=) w.v",
+					   " WHERE w.a OPERATOR(pg_catalog.=) 'R'%s AND %s",
 					   t->qualname, quote_identifier(t->deleted.name),
-					   quote_identifier(t->hash.name), keep.data, tmp, keymatch.data,
-					   quote_identifier(t->version.name));
+					   quote_identifier(t->hash.name), keep.data, tmp, keymatch.data, same);
 		if (SPI_execute(sql, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not update %s", t->relname);
 		apply_check(m, "replacing UPDATE", m->nactions[3], SPI_processed);
@@ -470,8 +549,8 @@ apply_run(ApplyWriter *m)
 		 * take this mode).
 		 */
 		sql = psprintf("DELETE FROM %s AS t USING %s AS w"
-					   " WHERE w.a OPERATOR(pg_catalog.=) 'X'%s AND t.%s OPERATOR(pg_catalog.<=) w.v",
-					   t->qualname, tmp, keymatch.data, quote_identifier(t->version.name));
+					   " WHERE w.a OPERATOR(pg_catalog.=) 'X'%s AND (%s OR %s)",
+					   t->qualname, tmp, keymatch.data, guard, same);
 		if (SPI_execute(sql, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "could not delete from %s", t->relname);
 		apply_check(m, "DELETE", m->nactions[4], SPI_processed);

@@ -126,6 +126,12 @@ citus_probe_copy(TargetInfo *t, Oid staged, const char *batch_id)
 	append_column_type(&sql, &t->hash);
 	appendStringInfo(&cols, "t.%s, t.%s", quote_identifier(t->version.name),
 					 quote_identifier(t->hash.name));
+	for (int i = 0; i < t->nextra; i++)
+	{
+		appendStringInfoString(&sql, ", ");
+		append_column_type(&sql, &t->extra[i]);
+		appendStringInfo(&cols, ", t.%s", quote_identifier(t->extra[i].name));
+	}
 	/* The payload too: a conflict against the target keeps the target's. */
 	for (int i = 0; i < t->npayload; i++)
 	{

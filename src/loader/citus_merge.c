@@ -89,6 +89,7 @@
 #include "common/pinned.h"
 #include "citus_merge.h"
 #include "loader.h"
+#include "ordering.h"
 #include "payload.h"
 #include "progress.h"
 #include "rules/rules.h"
@@ -681,6 +682,9 @@ ineligible_reason(BatchState *b, StagedShape *shape)
 	if (t->citus_kind != CITUS_DISTRIBUTED)
 		return psprintf("table \"%s\" is %s; only a hash-distributed target merges on the workers",
 						t->relname, citus_kind_name(t->citus_kind));
+	if (t->nextra > 0)
+		return psprintf("table \"%s\" orders by %d version columns; the merge on the workers compares one",
+						t->relname, t->nextra + 1);
 	fname = list_make2(makeString(get_namespace_name(reconcile_schema_oid())),
 					   makeString("reconcile_citus_limb"));
 	if (!OidIsValid(LookupFuncName(fname, -1, NULL, true)))
@@ -842,13 +846,6 @@ bytea_sql(const uint8 *digest)
 	return psprintf("'\\x%s'::pg_catalog.bytea", hex);
 }
 
-static int64
-int_datum(Oid typid, Datum d)
-{
-	return typid == INT8OID ? DatumGetInt64(d) :
-		typid == INT4OID ? DatumGetInt32(d) : DatumGetInt16(d);
-}
-
 static void
 run_sql(const char *sql, int expected, const char *what)
 {
@@ -879,6 +876,11 @@ statement_classify(BatchState *b, CitusRun *run)
 	char	   *objexpr;
 	char	   *q = "OPERATOR(pg_catalog.=)";
 	StringInfoData ypart;
+
+	/* Versions compare by their type's btree ordering, in the column's collation (ordering.c). */
+	const char *vgt = operator_sql(t->version_gt_op);
+	const char *veq = operator_sql(t->version_eq_op);
+	const char *vcoll = ordering_collate_sql(t);
 
 	initStringInfo(&ypart);
 	for (int i = 0; i < t->nkeys; i++)
@@ -922,7 +924,8 @@ statement_classify(BatchState *b, CitusRun *run)
 							 quote_identifier(col->name), operator_sql(t->key_eq_ops[i]), name);
 		}
 		else if (i == t->nkeys)
-			appendStringInfo(&rejected, " OR c.v IS NULL OR c.v OPERATOR(pg_catalog.<) 0");
+			appendStringInfo(&rejected, " OR c.v IS NULL%s",
+							 t->version_integer ? " OR c.v OPERATOR(pg_catalog.<) 0" : "");
 		else
 		{
 			appendStringInfo(&payload, ", c.%s", name);
@@ -976,22 +979,22 @@ statement_classify(BatchState *b, CitusRun *run)
 					 " (CASE WHEN z.rejected THEN 7 WHEN z.key_conflict THEN 6"
 					 " WHEN z.rn OPERATOR(pg_catalog.=) 1 THEN"
 					 " CASE WHEN NOT z.found THEN CASE WHEN z.is_delete THEN 2 ELSE 0 END"
-					 " WHEN z.v OPERATOR(pg_catalog.>) z.tv THEN CASE WHEN z.is_delete THEN 2 ELSE 1 END"
-					 " WHEN z.v OPERATOR(pg_catalog.=) z.tv THEN 3 ELSE 4 END"
-					 " WHEN z.v OPERATOR(pg_catalog.=) z.prev_v THEN 5 ELSE 4 END)::pg_catalog.int2,"
+					 " WHEN z.v%s %s z.tv THEN CASE WHEN z.is_delete THEN 2 ELSE 1 END"
+					 " WHEN z.v%s %s z.tv THEN 3 ELSE 4 END"
+					 " WHEN z.v%s %s z.prev_v THEN 5 ELSE 4 END)::pg_catalog.int2,"
 					 " CASE WHEN z.rejected THEN z.sctid END",
-					 run->nonce);
+					 run->nonce, vcoll, vgt, vcoll, veq, vcoll, veq);
 	for (int i = 0; i < t->nkeys; i++)
 		appendStringInfo(&sql, ", z.k%d", i + 1);
 	appendStringInfoString(&sql, ", z.v, z.h");
 	for (int i = 0; i < t->npayload; i++)
 		appendStringInfo(&sql, ", z.p%d", i + 1);
 	/* Level z: a key conflicts when two rows of one version differ, or one differs from the target at its version. */
-	appendStringInfo(&sql, " FROM (SELECT y.*, pg_catalog.bool_or(COALESCE(y.prev_v OPERATOR(pg_catalog.=) y.v"
+	appendStringInfo(&sql, " FROM (SELECT y.*, pg_catalog.bool_or(COALESCE(y.prev_v%s %s y.v"
 					 " AND y.prev_h OPERATOR(pg_catalog.<>) y.h, false)"
-					 " OR (y.found AND y.v OPERATOR(pg_catalog.=) y.tv AND y.h IS DISTINCT FROM y.th))"
+					 " OR (y.found AND y.v%s %s y.tv AND y.h IS DISTINCT FROM y.th))"
 					 " OVER (PARTITION BY %sy.rejected) AS key_conflict",
-					 ypart.data);
+					 vcoll, veq, vcoll, veq, ypart.data);
 	/* Level y: each key's rows highest version first, ties in object and row order (merge.c). */
 	appendStringInfo(&sql, " FROM (SELECT x.*, pg_catalog.row_number() OVER w AS rn,"
 					 " pg_catalog.lag(x.v) OVER w AS prev_v, pg_catalog.lag(x.h) OVER w AS prev_h");
@@ -1007,8 +1010,8 @@ statement_classify(BatchState *b, CitusRun *run)
 		initStringInfo(&part);
 		for (int i = 0; i < t->nkeys; i++)
 			appendStringInfo(&part, "x.k%d, ", i + 1);
-		appendStringInfo(&sql, " WINDOW w AS (PARTITION BY %sx.rejected ORDER BY x.v DESC, x.obj, x.source_row)) AS y) AS z",
-						 part.data);
+		appendStringInfo(&sql, " WINDOW w AS (PARTITION BY %sx.rejected ORDER BY x.v%s USING %s, x.obj, x.source_row)) AS y) AS z",
+						 part.data, vcoll, vgt);
 	}
 	(void) q;
 	ereport(DEBUG1, (errmsg_internal("batch %s S2: %s", b->batch_id, sql.data)));
@@ -1210,9 +1213,9 @@ statement_rejects(BatchState *b, CitusRun *run)
 						continue;
 					}
 				}
-				if (is_version)
+				if (is_version && t->version_integer)
 				{
-					int64		version = int_datum(col->typid, value);
+					int64		version = ordering_int64(t, value);
 
 					if (version < 0)
 						REJECT(col->name, raw ? raw : psprintf(INT64_FORMAT, version),
@@ -1299,7 +1302,8 @@ check_abort(BatchState *b, CitusRun *run)
 			appendStringInfo(&sql, " COLLATE %s", collation_quoted_name(t->key_collations[i]));
 		appendStringInfoString(&sql, ", ");
 	}
-	appendStringInfoString(&sql, "w.v DESC, w.obj, w.source_row LIMIT 5");
+	appendStringInfo(&sql, "w.v%s USING %s, w.obj, w.source_row LIMIT 5",
+					 ordering_collate_sql(t), operator_sql(t->version_gt_op));
 	if (SPI_execute(sql.data, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the conflicts of a batch on the Citus workers");
 	for (uint64 r = 0; r < SPI_processed; r++)
@@ -1307,11 +1311,11 @@ check_abort(BatchState *b, CitusRun *run)
 		HeapTuple	tup = SPI_tuptable->vals[r];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
-		int64		v = int_datum(t->version.typid, SPI_getbinval(tup, desc, 1, &isnull));
+		char	   *v = ordering_text(t, SPI_getbinval(tup, desc, 1, &isnull));
 		int32		obj = DatumGetInt32(SPI_getbinval(tup, desc, 2, &isnull));
 		int64		row = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
 
-		appendStringInfo(&named, "%skey %s version " INT64_FORMAT " in object \"%s\"%s row " INT64_FORMAT,
+		appendStringInfo(&named, "%skey %s version %s in object \"%s\"%s row " INT64_FORMAT,
 						 r > 0 ? "; " : "", key_to_json(t, fetched_key(t, tup, desc, 4)), v,
 						 b->manifest->entries[obj].object_key,
 						 b->staged_versions ?
@@ -1351,8 +1355,9 @@ statement_conflicts(BatchState *b, CitusRun *run)
 	initStringInfo(&sql);
 	/* 1 v, 2 obj, 3 source_row, 4 h, 5 is_delete, 6 at the target's version, 7 th, 8 unused, then keys, payload, target payload */
 	appendStringInfo(&sql, "SELECT w.v, w.obj, w.source_row, w.h, w.is_delete,"
-					 " t.%s IS NOT NULL AND t.%s OPERATOR(pg_catalog.=) w.v, t.%s, NULL::pg_catalog.int4",
+					 " t.%s IS NOT NULL AND t.%s %s w.v%s, t.%s, NULL::pg_catalog.int4",
 					 quote_identifier(t->keys[0].name), quote_identifier(t->version.name),
+					 operator_sql(t->version_eq_op), ordering_collate_sql(t),
 					 quote_identifier(t->hash.name));
 	for (int i = 0; i < t->nkeys; i++)
 		appendStringInfo(&sql, ", w.k%d", i + 1);
@@ -1390,7 +1395,11 @@ statement_conflicts(BatchState *b, CitusRun *run)
 			state_row_set(conflicts, "batch_id", CStringGetTextDatum(b->batch_id));
 			state_row_set(conflicts, "target", ObjectIdGetDatum(t->relid));
 			state_row_set(conflicts, "key", JsonbPGetDatum(key_to_jsonb(t, fetched_key(t, tup, desc, 9))));
-			state_row_set(conflicts, "version", Int64GetDatum(int_datum(t->version.typid, SPI_getbinval(tup, desc, 1, &n))));
+			/* As merge.c holds them: bigint for an integer version, the pinned text always. */
+			if (t->version_integer)
+				state_row_set(conflicts, "version", Int64GetDatum(ordering_int64(t, SPI_getbinval(tup, desc, 1, &n))));
+			state_row_set(conflicts, "ordering",
+						  CStringGetTextDatum(ordering_text(t, SPI_getbinval(tup, desc, 1, &n))));
 			state_row_set(conflicts, "object_key", CStringGetTextDatum(b->manifest->entries[obj].object_key));
 			state_row_set(conflicts, "source_row", SPI_getbinval(tup, desc, 3, &n));
 			state_row_set(conflicts, "staged_hash", SPI_getbinval(tup, desc, 4, &n));
@@ -1455,8 +1464,9 @@ statement_apply(BatchState *b, CitusRun *run)
 	appendStringInfo(&cols, "%s, %s, %s", vname, quote_identifier(t->deleted.name),
 					 quote_identifier(t->hash.name));
 	appendStringInfoString(&vals, "w.v, w.is_delete, w.h");
-	appendStringInfo(&sql, " WHEN MATCHED AND t.%s OPERATOR(pg_catalog.<) w.v THEN UPDATE SET %s = w.v, %s = w.is_delete, %s = w.h",
-					 vname, vname, quote_identifier(t->deleted.name), quote_identifier(t->hash.name));
+	appendStringInfo(&sql, " WHEN MATCHED AND t.%s %s w.v%s THEN UPDATE SET %s = w.v, %s = w.is_delete, %s = w.h",
+					 vname, operator_sql(t->version_lt_op), ordering_collate_sql(t),
+					 vname, quote_identifier(t->deleted.name), quote_identifier(t->hash.name));
 	for (int i = 0; i < t->npayload; i++)
 	{
 		const char *p = quote_identifier(t->payload[i].name);

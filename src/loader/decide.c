@@ -20,6 +20,11 @@
  *   (DISP_DUPLICATE); of each lower version the first row is DISP_STALE
  *   and its exact repeats DISP_DUPLICATE.
  *
+ * "Same version" and "higher" are the comparator's (the version type's
+ * btree ordering, with the column's collation): numeric 1.0 and 1.00 are
+ * one version.  Rows of one key at one version keep source order, so a
+ * tie is never broken by payload: it is a duplicate or a conflict.
+ *
  * A tombstone in the target is a row with a version like any other: the
  * write is monotonic, so no lower version brings a deleted row back.
  */
@@ -27,19 +32,27 @@
 
 #include "decide.h"
 
+/* <0, 0, >0: version a orders before, as or after b. */
+static inline int
+version_cmp(Datum a, Datum b, SortSupport order)
+{
+	return ApplySortComparator(a, false, b, false, order);
+}
+
 Decision
 decide_key(const DecideRow *rows, int nrows, const DecideTarget *target,
-		   Disposition *disp)
+		   SortSupport order, Disposition *disp)
 {
 	Decision	d = {false, false};
 	const DecideRow *w = &rows[0];
+	int			cmp;
 
 	Assert(nrows > 0);
 
 	/* Same version, another payload: the rows arrive sorted by version. */
 	for (int i = 1, start = 0; i < nrows && !d.conflict; i++)
 	{
-		if (rows[i].version != rows[i - 1].version)
+		if (version_cmp(rows[i].version, rows[i - 1].version, order) != 0)
 			start = i;
 		else if (memcmp(rows[i].hash, rows[start].hash, RECONCILE_SHA256_LEN) != 0)
 			d.conflict = true;
@@ -51,8 +64,8 @@ decide_key(const DecideRow *rows, int nrows, const DecideTarget *target,
 	 * disagreement about the target's own version go away.
 	 */
 	for (int i = 0; target->exists && !d.conflict && i < nrows &&
-		 rows[i].version >= target->version; i++)
-		if (rows[i].version == target->version &&
+		 version_cmp(rows[i].version, target->version, order) >= 0; i++)
+		if (version_cmp(rows[i].version, target->version, order) == 0 &&
 			(target->hash == NULL ||
 			 memcmp(target->hash, rows[i].hash, RECONCILE_SHA256_LEN) != 0))
 			d.conflict = true;
@@ -64,18 +77,20 @@ decide_key(const DecideRow *rows, int nrows, const DecideTarget *target,
 		return d;
 	}
 
-	if (!target->exists || w->version > target->version)
+	cmp = target->exists ? version_cmp(w->version, target->version, order) : 1;
+	if (cmp > 0)
 	{
 		d.write = true;
 		disp[0] = w->tombstone ? DISP_DELETED :
 			target->exists ? DISP_UPDATED : DISP_INSERTED;
 	}
-	else if (w->version == target->version)
+	else if (cmp == 0)
 		disp[0] = DISP_UNCHANGED;
 	else
 		disp[0] = DISP_STALE;
 
 	for (int i = 1; i < nrows; i++)
-		disp[i] = rows[i].version != rows[i - 1].version ? DISP_STALE : DISP_DUPLICATE;
+		disp[i] = version_cmp(rows[i].version, rows[i - 1].version, order) != 0 ?
+			DISP_STALE : DISP_DUPLICATE;
 	return d;
 }

@@ -25,6 +25,7 @@
 #include "rewrite/rewriteHandler.h"
 
 #include "loader.h"
+#include "ordering.h"
 #include "writers.h"
 
 #define DIRECT_INSERT_ROWS 1000
@@ -169,6 +170,8 @@ direct_open(TargetInfo *t)
 			a == t->hash.attnum;
 		Node	   *def;
 
+		for (int i = 0; i < t->nextra; i++)
+			provided |= a == t->extra[i].attnum;
 		for (int i = 0; i < t->nkeys; i++)
 			provided |= a == t->keys[i].attnum;
 		for (int i = 0; i < t->npayload; i++)
@@ -232,8 +235,13 @@ direct_fill(DirectWriter *w, const Winner *winner, TupleTableSlot *slot,
 		slot->tts_values[t->keys[i].attnum - 1] = winner->keys[i];
 		slot->tts_isnull[t->keys[i].attnum - 1] = false;
 	}
-	slot->tts_values[t->version.attnum - 1] = winner->version;
+	slot->tts_values[t->version.attnum - 1] = ordering_value(t, winner->version, 0);
 	slot->tts_isnull[t->version.attnum - 1] = false;
+	for (int i = 0; i < t->nextra; i++)
+	{
+		slot->tts_values[t->extra[i].attnum - 1] = ordering_value(t, winner->version, i + 1);
+		slot->tts_isnull[t->extra[i].attnum - 1] = false;
+	}
 	slot->tts_values[t->deleted.attnum - 1] = BoolGetDatum(winner->tombstone);
 	slot->tts_isnull[t->deleted.attnum - 1] = false;
 	slot->tts_values[t->hash.attnum - 1] = winner->hash;

@@ -48,16 +48,18 @@ extern const char *const disposition_names[DISP_COUNT];
 #define SORT_ATT_OBJECT		1	/* int4: index of the object in the manifest */
 #define SORT_ATT_SOURCE_ROW	2	/* int8 */
 #define SORT_ATT_DELETE		3	/* bool: operation is DELETE */
-#define SORT_ATT_VERSION	4	/* int8 */
+#define SORT_ATT_VERSION	4	/* the (first) version column's type */
 #define SORT_ATT_HASH		5	/* bytea: payload hash */
 #define SORT_ATT_FIRST_KEY	6
 /*
- * After the payload: a partial batch's sparse row has a bitmap of its
- * present payload columns (bytea, bit i of byte i / 8 for payload column
- * i); NULL for a whole row.  Its hash is then made over the merged row by
- * sparse.c, in the merge.
+ * After the payload, a target ordered by several version columns has the
+ * further ones (version_columns after the first, ordering.c).  Last, a
+ * partial batch's sparse row has a bitmap of its present payload columns
+ * (bytea, bit i of byte i / 8 for payload column i); NULL for a whole
+ * row.  Its hash is then made over the merged row by sparse.c, in the
+ * merge.
  */
-#define SORT_ATT_PRESENT(t)	(SORT_ATT_FIRST_KEY + (t)->nkeys + (t)->npayload)
+#define SORT_ATT_PRESENT(t)	(SORT_ATT_FIRST_KEY + (t)->nkeys + (t)->npayload + (t)->nextra)
 #define PRESENT_BIT(bits, i)	(((bits)[(i) / 8] >> ((i) % 8)) & 1)
 
 typedef struct BatchState

@@ -31,6 +31,7 @@
 #include "citus_load.h"
 #include "decide.h"
 #include "loader.h"
+#include "ordering.h"
 #include "payload.h"
 #include "probe.h"
 #include "progress.h"
@@ -94,7 +95,7 @@ typedef struct Merger
  * payload point into the group's copy of the sort tuple.
  */
 static void
-write_winner(Merger *m, TupleTableSlot *found, int64 tversion)
+write_winner(Merger *m, TupleTableSlot *found, Datum tversion)
 {
 	DecideRow  *w = &m->cand[0];
 	int			first_payload = SORT_ATT_FIRST_KEY - 1 + m->t->nkeys;
@@ -106,7 +107,7 @@ write_winner(Merger *m, TupleTableSlot *found, int64 tversion)
 	winner.keys = &m->values[SORT_ATT_FIRST_KEY - 1];
 	winner.payload = &m->values[first_payload];	/* merged in place if sparse */
 	winner.payload_isnull = &m->isnull[first_payload];
-	winner.version = version_datum(m->t, w->version);
+	winner.version = w->version;
 	winner.tombstone = w->tombstone;
 	winner.tombstone_payload = false;
 	if (w->tombstone && m->group_sparse && m->sgroup.have_kept)
@@ -118,10 +119,9 @@ write_winner(Merger *m, TupleTableSlot *found, int64 tversion)
 	}
 	winner.hash = PointerGetDatum(h);
 	if (m->removed != NULL)
-		removed_write(m->removed, &m->writer, found, m->found_removed, tversion,
-					  w->version, &winner);
+		removed_write(m->removed, &m->writer, found, m->found_removed, tversion, &winner);
 	else
-		writer_put(&m->writer, found, tversion, w->version, &winner);
+		writer_put(&m->writer, found, tversion, &winner);
 
 	batch_checksum_add(m->b, w->hash);
 }
@@ -203,9 +203,10 @@ target_payload(TargetInfo *t, TupleTableSlot *found)
  * payload.
  */
 static void
-record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
+record_conflicts(Merger *m, TupleTableSlot *found, Datum tversion, bytea *thash)
 {
 	TargetInfo *t = m->t;
+	SortSupport order = ordering_sortsupport(t);
 	char	   *key = key_to_json(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
 	Jsonb	   *keyjb = NULL;
 	Jsonb	   *existing = NULL;
@@ -214,14 +215,18 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 	{
 		GroupRow   *row = &m->rows[i];
 		DecideRow  *c = &m->cand[i];
+		/* at the version of the target's row or of its kept removal */
+		bool		at_version = (found != NULL || m->found_removed) &&
+			ApplySortComparator(c->version, false, tversion, false, order) == 0;
+		bool		at_target = found != NULL && at_version;
 
 		count_row(m, row, DISP_CONFLICT);
 		m->nconflicts++;
 		if (t->abort_on_conflict)
 		{
 			if (m->nconflicts <= CONFLICTS_NAMED)
-				appendStringInfo(&m->named, "%skey %s version " INT64_FORMAT " in object \"%s\"%s row " INT64_FORMAT,
-								 m->nconflicts > 1 ? "; " : "", key, c->version,
+				appendStringInfo(&m->named, "%skey %s version %s in object \"%s\"%s row " INT64_FORMAT,
+								 m->nconflicts > 1 ? "; " : "", key, ordering_text(t, c->version),
 								 m->b->manifest->entries[row->obj].object_key,
 								 m->b->staged_versions ?
 								 psprintf(" version \"%s\"", m->b->manifest->entries[row->obj].version_id) : "",
@@ -239,11 +244,14 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 			if (keyjb == NULL)
 				keyjb = key_to_jsonb(t, &m->values[SORT_ATT_FIRST_KEY - 1]);
 			state_row_set(out, "key", JsonbPGetDatum(keyjb));
-			state_row_set(out, "version", Int64GetDatum(c->version));
+			/* bigint for an integer version, as 1.1 wrote it; the pinned text form always */
+			if (t->version_integer)
+				state_row_set(out, "version", Int64GetDatum(ordering_int64(t, c->version)));
+			state_row_set(out, "ordering", CStringGetTextDatum(ordering_text(t, c->version)));
 			state_row_set(out, "object_key", CStringGetTextDatum(m->b->manifest->entries[row->obj].object_key));
 			state_row_set(out, "source_row", Int64GetDatum(row->source_row));
 			state_row_set(out, "staged_hash", PointerGetDatum(h));
-			if ((found || m->found_removed) && c->version == tversion && thash != NULL)
+			if (at_version && thash != NULL)
 				state_row_set(out, "existing_hash", PointerGetDatum(thash));
 			if (m->group_sparse && m->sgroup.present[i] != NULL)
 			{
@@ -258,13 +266,13 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
 				state_row_set(out, "version_id", CStringGetTextDatum(m->b->manifest->entries[row->obj].version_id));
 				state_row_set(out, "deleted", BoolGetDatum(c->tombstone));
 				state_row_set(out, "staged_payload", JsonbPGetDatum(held_payload(m, i)));
-				if (found && c->version == tversion)
+				if (at_target)
 				{
 					if (existing == NULL)
 						existing = target_payload(t, found);
 					state_row_set(out, "existing_payload", JsonbPGetDatum(existing));
 				}
-				else if (m->found_removed && c->version == tversion)
+				else if (m->found_removed && at_version)
 				{
 					/* A kept removal has no payload: JSON null says so. */
 					JsonbValue	jnull;
@@ -285,7 +293,7 @@ record_conflicts(Merger *m, TupleTableSlot *found, int64 tversion, bytea *thash)
  * group's copy, which the winner is written from), and its hash.
  */
 static void
-merge_sparse_rows(Merger *m, TupleTableSlot *found, int64 tversion)
+merge_sparse_rows(Merger *m, TupleTableSlot *found, Datum tversion)
 {
 	TargetInfo *t = m->t;
 	int			first_payload = SORT_ATT_FIRST_KEY - 1 + t->nkeys;
@@ -326,7 +334,7 @@ merge_group(Merger *m)
 	TargetInfo *t = m->t;
 	Datum	   *keys = &m->values[SORT_ATT_FIRST_KEY - 1];
 	TupleTableSlot *found;
-	int64		tversion = 0;
+	Datum		tversion = (Datum) 0;
 	bytea	   *thash = NULL;
 	DecideTarget target;
 	Decision	d;
@@ -352,7 +360,7 @@ merge_group(Merger *m)
 		m->group_sparse = true;
 	if (m->group_sparse)
 		merge_sparse_rows(m, found, tversion);
-	d = decide_key(m->cand, m->nrows, &target, m->disp);
+	d = decide_key(m->cand, m->nrows, &target, ordering_sortsupport(t), m->disp);
 
 	if (d.conflict)
 	{
@@ -442,7 +450,24 @@ group_add(Merger *m, TupleTableSlot *slot)
 	row->obj = DatumGetInt32(slot_getattr(slot, SORT_ATT_OBJECT, &isnull));
 	row->source_row = DatumGetInt64(slot_getattr(slot, SORT_ATT_SOURCE_ROW, &isnull));
 	c->tombstone = DatumGetBool(slot_getattr(slot, SORT_ATT_DELETE, &isnull));
-	c->version = DatumGetInt64(slot_getattr(slot, SORT_ATT_VERSION, &isnull));
+	c->version = slot_getattr(slot, SORT_ATT_VERSION, &isnull);
+	if (m->t->nextra > 0 || !m->t->version.typbyval)
+	{
+		/*
+		 * The sort's slot moves on to the next row: keep a copy with the
+		 * group.  Several version columns: the first, then the others from
+		 * the end of the sort tuple (stage.c).
+		 */
+		MemoryContext old = MemoryContextSwitchTo(m->groupcxt);
+		Datum		values[INDEX_MAX_KEYS + 1];
+
+		values[0] = c->version;
+		for (int i = 0; i < m->t->nextra; i++)
+			values[i + 1] = slot_getattr(slot, SORT_ATT_FIRST_KEY + m->t->nkeys + m->t->npayload + i,
+										 &isnull);
+		c->version = ordering_copy(m->t, ordering_make(m->t, values));
+		MemoryContextSwitchTo(old);
+	}
 	h = DatumGetByteaPP(slot_getattr(slot, SORT_ATT_HASH, &isnull));
 	memcpy(c->hash, VARDATA_ANY(h), RECONCILE_SHA256_LEN);
 
@@ -495,6 +520,13 @@ merge_batch(BatchState *b)
 	 */
 	m.conflicts = state_rows_create(&state_conflicts);
 	m.hold_payloads = state_rows_has(m.conflicts, "staged_payload");
+	if (!m.t->version_integer && !state_rows_has(m.conflicts, "ordering"))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s\" orders by a version column of type %s, which needs the reconcile 1.2 schema",
+						m.t->relname, format_type_be(m.t->version.typid)),
+				 errdetail("reconcile.conflicts of the installed schema holds bigint versions only."),
+				 errhint("Run ALTER EXTENSION reconcile UPDATE.")));
 	m.rowslot = MakeSingleTupleTableSlot(b->sortdesc, &TTSOpsMinimalTuple);
 	if (b->options.partial)
 		m.sparse = sparse_create(m.t);

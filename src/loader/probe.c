@@ -19,10 +19,12 @@
 #include "access/tableam.h"
 #include "catalog/partition.h"
 #include "catalog/pg_inherits.h"
+#include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "ordering.h"
 #include "payload.h"
 #include "probe.h"
 
@@ -34,6 +36,7 @@ typedef struct ProbePart
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	AttrNumber	version_attnum;
+	AttrNumber *extra_attnums;	/* further version columns */
 	AttrNumber	hash_attnum;
 } ProbePart;
 
@@ -127,6 +130,9 @@ probe_open(TargetInfo *t, Snapshot snapshot, bool walk)
 									 t->nkeys, 0);
 		part->slot = table_slot_create(part->heap, NULL);
 		part->version_attnum = get_attnum(relid, t->version.name);
+		part->extra_attnums = palloc(sizeof(AttrNumber) * Max(t->nextra, 1));
+		for (int i = 0; i < t->nextra; i++)
+			part->extra_attnums[i] = get_attnum(relid, t->extra[i].name);
 		part->hash_attnum = get_attnum(relid, t->hash.name);
 	}
 	p->nparts = n;
@@ -229,14 +235,24 @@ walk_find(Probe *p, Datum key)
 
 /* The version and hash of the row a probe found. */
 static void
-probe_read(ProbePart *part, TargetInfo *t, int64 *version, bytea **hash)
+probe_read(ProbePart *part, TargetInfo *t, Datum *version, bytea **hash)
 {
 	bool		isnull;
 	Datum		d;
 
+	/* A copy in the caller's context: it outlives the slot's next row. */
 	d = slot_getattr(part->slot, part->version_attnum, &isnull);
-	*version = t->version.typid == INT8OID ? DatumGetInt64(d) :
-		t->version.typid == INT4OID ? DatumGetInt32(d) : DatumGetInt16(d);
+	if (t->nextra == 0)
+		*version = datumCopy(d, t->version.typbyval, t->version.typlen);
+	else
+	{
+		Datum		values[INDEX_MAX_KEYS + 1];
+
+		values[0] = d;
+		for (int i = 0; i < t->nextra; i++)
+			values[i + 1] = slot_getattr(part->slot, part->extra_attnums[i], &isnull);
+		*version = ordering_copy(t, ordering_make(t, values));
+	}
 	d = slot_getattr(part->slot, part->hash_attnum, &isnull);
 	*hash = isnull ? NULL : DatumGetByteaPCopy(d);
 }
@@ -247,7 +263,7 @@ probe_read(ProbePart *part, TargetInfo *t, int64 *version, bytea **hash)
  * row stays in the returned slot until the next probe.
  */
 TupleTableSlot *
-probe_find(Probe *p, TargetInfo *t, Datum *keys, int64 *version, bytea **hash)
+probe_find(Probe *p, TargetInfo *t, Datum *keys, Datum *version, bytea **hash)
 {
 	MemoryContext caller = MemoryContextSwitchTo(p->cxt);
 	ProbePart  *found = probe_locate(p, t, keys);
@@ -271,17 +287,17 @@ probe_find(Probe *p, TargetInfo *t, Datum *keys, int64 *version, bytea **hash)
  */
 TupleTableSlot *
 probe_find_current(Probe *p, Probe *latest, TargetInfo *t, Datum *keys,
-				   int64 *version, bytea **hash, bool compare_versions)
+				   Datum *version, bytea **hash, bool compare_versions)
 {
 	TupleTableSlot *found = probe_find(p, t, keys, version, hash);
-	int64		lversion = 0;
+	Datum		lversion = (Datum) 0;
 	bytea	   *lhash = NULL;
 	bool		lfound;
 
 	if (latest == NULL || (found != NULL && !compare_versions))
 		return found;
 	lfound = probe_find(latest, t, keys, &lversion, &lhash) != NULL;
-	if (lfound != (found != NULL) || (found != NULL && lversion != *version))
+	if (lfound != (found != NULL) || (found != NULL && ordering_compare(t, lversion, *version) != 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 found == NULL ?

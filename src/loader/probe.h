@@ -16,9 +16,9 @@ typedef struct Probe Probe;
 extern Probe *probe_open(TargetInfo *t, Snapshot snapshot, bool walk);
 extern void probe_close(Probe *p);
 extern TupleTableSlot *probe_find(Probe *p, TargetInfo *t, Datum *keys,
-								  int64 *version, bytea **hash);
+								  Datum *version, bytea **hash);
 extern TupleTableSlot *probe_find_current(Probe *p, Probe *latest, TargetInfo *t,
-										  Datum *keys, int64 *version, bytea **hash,
+										  Datum *keys, Datum *version, bytea **hash,
 										  bool compare_versions);
 
 #endif							/* RECONCILE_PROBE_H */

@@ -30,11 +30,52 @@ PG_FUNCTION_INFO_V1(reconcile_unregister);
  *                    deleted_column text, hash_column text,
  *                    conflict_policy text DEFAULT 'quarantine',
  *                    payload_columns text[] DEFAULT NULL,
- *                    options jsonb DEFAULT NULL) RETURNS void
+ *                    options jsonb DEFAULT NULL,
+ *                    version_columns text[] DEFAULT NULL) RETURNS void
  *		Registers target for reconcile_batch: its key, version, tombstone and
  *		hash columns, its conflict policy and its load options (options.c).
- *		Called through 1.0's definition it has no options argument.
+ *		Called through 1.0's definition it has no options argument, through
+ *		1.1's no version_columns.
  */
+/*
+ * The ordering columns: version_column, or the elements of version_columns
+ * (1.2), compared in order.  Exactly one of the two is given.  Returns the
+ * names, *n of them.
+ */
+static char **
+register_version_columns(FunctionCallInfo fcinfo, int *n)
+{
+	bool		has_column = !PG_ARGISNULL(2);
+	bool		has_columns = PG_NARGS() > 8 && !PG_ARGISNULL(8);
+	char	  **names;
+
+	if (has_column && has_columns)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("reconcile_register takes version_column or version_columns, not both"),
+				 errhint("Pass version_column => 'name' for one ordering column, version_columns => '{a,b}' for several.")));
+	if (has_column)
+	{
+		names = palloc(sizeof(char *));
+		names[0] = text_to_cstring(PG_GETARG_TEXT_PP(2));
+		*n = 1;
+		return names;
+	}
+	if (!has_columns)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("reconcile_register needs version_column or version_columns"),
+				 errdetail("A target orders the rows of a key by its version column, or by several compared in order."),
+				 errhint("Pass version_column => 'name', or version_columns => '{a,b}'.")));
+	names = target_text_array(PG_GETARG_ARRAYTYPE_P(8), "version_columns", INDEX_MAX_KEYS,
+							  psprintf("An ordering has at most %d columns.", INDEX_MAX_KEYS), n);
+	if (*n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("version_columns must name at least one column")));
+	return names;
+}
+
 Datum
 reconcile_register(PG_FUNCTION_ARGS)
 {
@@ -52,15 +93,19 @@ reconcile_register(PG_FUNCTION_ARGS)
 	ArrayBuildState *astate;
 	bool		has_options = PG_NARGS() > 7 && !PG_ARGISNULL(7);
 	LoadOptions scratch;
+	char	   *version;
+	char	  **versions;
+	int			nversions;
 
 	check_arg_not_null(fcinfo, 0, "target", "reconcile_register");
 	check_arg_not_null(fcinfo, 1, "key_columns", "reconcile_register");
-	check_arg_not_null(fcinfo, 2, "version_column", "reconcile_register");
 	check_arg_not_null(fcinfo, 3, "deleted_column", "reconcile_register");
 	check_arg_not_null(fcinfo, 4, "hash_column", "reconcile_register");
 	check_arg_not_null(fcinfo, 5, "conflict_policy", "reconcile_register");
 
 	relid = PG_GETARG_OID(0);
+	versions = register_version_columns(fcinfo, &nversions);
+	version = versions[0];
 	keys = target_text_array(PG_GETARG_ARRAYTYPE_P(1), "key_columns", INDEX_MAX_KEYS,
 							psprintf("The key columns must be those of a unique index, which has at most %d.",
 									 INDEX_MAX_KEYS), &nkeys);
@@ -90,12 +135,21 @@ reconcile_register(PG_FUNCTION_ARGS)
 								   &npayload);
 	}
 
-	t = target_resolve(relid, keys, nkeys,
-					   text_to_cstring(PG_GETARG_TEXT_PP(2)),
+	t = target_resolve(relid, keys, nkeys, version, versions + 1, nversions - 1,
 					   text_to_cstring(PG_GETARG_TEXT_PP(3)),
 					   text_to_cstring(PG_GETARG_TEXT_PP(4)),
 					   payload, npayload,
 					   text_to_cstring(PG_GETARG_TEXT_PP(5)));
+	if (!t->version_integer && state_version() < STATE_1_2)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 nversions > 1 ?
+				 errmsg("table \"%s\" orders by %d version columns, which needs the reconcile 1.2 schema",
+						t->relname, nversions) :
+				 errmsg("version column \"%s\" of table \"%s\" is of type %s, which needs the reconcile 1.2 schema",
+						version, t->relname, format_type_be(t->version.typid)),
+				 errdetail("The installed schema holds the versions of conflicting rows as bigint."),
+				 errhint("Run ALTER EXTENSION reconcile UPDATE, or use a smallint, integer or bigint version column.")));
 	load_options_init(&scratch);
 	if (has_options)
 	{
@@ -107,7 +161,7 @@ reconcile_register(PG_FUNCTION_ARGS)
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = PG_GETARG_DATUM(1);
-	values[2] = PG_GETARG_DATUM(2);
+	values[2] = CStringGetTextDatum(version);
 	values[3] = PG_GETARG_DATUM(3);
 	values[4] = PG_GETARG_DATUM(4);
 	astate = initArrayResult(TEXTOID, CurrentMemoryContext, false);
@@ -160,6 +214,23 @@ reconcile_register(PG_FUNCTION_ARGS)
 								  " registered_by = excluded.registered_by,"
 								  " registered_at = pg_catalog.now()",
 								  7, types, values, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not write reconcile.targets");
+	}
+	if (state_version() >= STATE_1_2)
+	{
+		/* Several ordering columns: all of them, version_column being the first. */
+		Oid			vtypes[2] = {REGCLASSOID, TEXTARRAYOID};
+		Datum		vvalues[2];
+		char		vnulls[2] = "  ";
+
+		vvalues[0] = ObjectIdGetDatum(relid);
+		if (nversions > 1)
+			vvalues[1] = PG_GETARG_DATUM(8);
+		else
+			vnulls[1] = 'n';
+		if (SPI_execute_with_args("UPDATE reconcile.targets SET version_columns = $2"
+								  " WHERE target OPERATOR(pg_catalog.=) $1",
+								  2, vtypes, vvalues, vnulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not write reconcile.targets");
 	}
 	state_user_leave(&su);

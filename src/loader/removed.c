@@ -50,6 +50,7 @@
 #include "common/sqlname.h"
 #include "common/state.h"
 #include "common/state_schema.h"
+#include "ordering.h"
 #include "probe.h"
 #include "removed.h"
 
@@ -171,6 +172,13 @@ check_remove_supported(TargetInfo *t)
 						t->relname),
 				 errdetail("Kept removals are held in a local table of the coordinator, which the merge on the workers cannot consult."),
 				 errhint("Register the target with delete_mode \"tombstone\".")));
+	if (t->nextra > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("delete_mode \"remove\" is not supported for table \"%s\", which orders by several version columns",
+						t->relname),
+				 errdetail("A kept removal carries one version column; a target registered with version_columns is not supported under delete_mode \"remove\" yet."),
+				 errhint("Register the target with delete_mode \"tombstone\", or with one version_column.")));
 	if (state_version() < STATE_1_2)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -407,6 +415,8 @@ removed_open(TargetInfo *t, Snapshot snapshot, Snapshot latest)
 	indexes = RelationGetIndexList(r->rel);
 	if (list_length(indexes) != 1)
 		elog(ERROR, "kept removals of \"%s\" have %d indexes", t->relname, list_length(indexes));
+	/* The target's comparator, made in the target's context: ct is no chunk of its own. */
+	(void) ordering_sortsupport(t);
 	r->ct = *t;
 	r->ct.relid = crelid;
 	r->ct.relname = t->relname; /* messages name the target */
@@ -452,7 +462,7 @@ removed_close(Removed *r)
  * snapshot under REPEATABLE READ is a serialization failure.
  */
 bool
-removed_find(Removed *r, Datum *keys, int64 *version, bytea **hash)
+removed_find(Removed *r, Datum *keys, Datum *version, bytea **hash)
 {
 	r->found = probe_find_current(r->probe, r->latest, &r->ct, keys, version, hash, true);
 	return r->found != NULL;
@@ -514,7 +524,7 @@ companion_update(Removed *r, Datum *keys, Datum version, Datum hash)
  */
 void
 removed_write(Removed *r, Writer *w, TupleTableSlot *found, bool found_removed,
-			  int64 found_version, int64 winner_version, const Winner *winner)
+			  Datum found_version, const Winner *winner)
 {
 	if (winner->tombstone)
 	{
@@ -530,10 +540,10 @@ removed_write(Removed *r, Writer *w, TupleTableSlot *found, bool found_removed,
 	else if (found_removed)
 	{
 		simple_table_tuple_delete(r->rel, &r->found->tts_tid, r->estate->es_snapshot);
-		writer_put(w, NULL, 0, winner_version, winner);
+		writer_put(w, NULL, (Datum) 0, winner);
 	}
 	else
-		writer_put(w, found, found_version, winner_version, winner);
+		writer_put(w, found, found_version, winner);
 }
 
 static void
@@ -611,8 +621,8 @@ reconcile_purge_tombstones(PG_FUNCTION_ARGS)
 					 errhint("Register the target again (reconcile_register) to recreate them.")));
 		appendStringInfo(&sql, "DELETE FROM %s AS r WHERE true", companion_qualname(crelid));
 		if (by_version)
-			appendStringInfo(&sql, " AND r.%s OPERATOR(pg_catalog.<) $1",
-							 quote_identifier(t->version.name));
+			appendStringInfo(&sql, " AND r.%s OPERATOR(pg_catalog.<) $1%s",
+							 quote_identifier(t->version.name), ordering_collate_sql(t));
 		if (by_age)
 			appendStringInfoString(&sql, " AND r." REMOVED_AT " OPERATOR(pg_catalog.<=)"
 								   " (pg_catalog.now() OPERATOR(pg_catalog.-) $2)");

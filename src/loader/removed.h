@@ -20,10 +20,10 @@ extern Oid	removed_table(Oid target);
 extern void removed_register(TargetInfo *t, bool remove);
 extern void removed_unregister(Oid target);
 extern Removed *removed_open(TargetInfo *t, Snapshot snapshot, Snapshot latest);
-extern bool removed_find(Removed *r, Datum *keys, int64 *version, bytea **hash);
+extern bool removed_find(Removed *r, Datum *keys, Datum *version, bytea **hash);
 extern void removed_write(Removed *r, Writer *w, TupleTableSlot *found,
-						  bool found_removed, int64 found_version,
-						  int64 winner_version, const Winner *winner);
+						  bool found_removed, Datum found_version,
+						  const Winner *winner);
 extern void removed_close(Removed *r);
 
 #endif							/* RECONCILE_REMOVED_H */

@@ -49,6 +49,7 @@
 #include "common/state.h"
 #include "common/state_schema.h"
 #include "decide.h"
+#include "ordering.h"
 #include "target.h"
 #include "writers.h"
 
@@ -57,7 +58,7 @@ PG_FUNCTION_INFO_V1(reconcile_resolve);
 /* One held row of the key, from reconcile.conflicts. */
 typedef struct HeldRow
 {
-	int64		version;
+	Datum		version;		/* in the version column's type */
 	bytea	   *staged_hash;
 	bytea	   *existing_hash;	/* NULL unless at the target's version */
 	bool		deleted;
@@ -67,7 +68,14 @@ typedef struct HeldRow
 	bytea	   *merged_over;	/* then: the target row's hash it was merged over */
 } HeldRow;
 
-#define RESOLVE_NATTS 7
+#define RESOLVE_NATTS 7			/* 1.1's result; 1.2 adds ordering, written_ordering */
+#define RESOLVE_NATTS_1_2 9
+
+static bool
+same_version(TargetInfo *t, Datum a, Datum b)
+{
+	return ordering_compare(t, a, b) == 0;
+}
 
 static bool
 same_hash(bytea *a, bytea *b)
@@ -93,10 +101,14 @@ copy_datum(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
 
 /*
  * The stored decision for the key, if any, into values (status, version,
- * choice, written_version, outcome, decided_by, decided_at) and its hash.
+ * choice, written_version, outcome, decided_by, decided_at, ordering,
+ * written_ordering) and its hash.  version and written_version are NULL
+ * for a version type other than an integer; ordering and written_ordering
+ * are their text forms for any type.
  */
 static bool
-read_resolution(Oid relid, text *batch_id, Jsonb *key, Datum *values, bytea **hash)
+read_resolution(Oid relid, text *batch_id, Jsonb *key, Datum *values, bool *nulls,
+				bytea **hash)
 {
 	Oid			types[3] = {REGCLASSOID, TEXTOID, JSONBOID};
 	Datum		args[3] = {ObjectIdGetDatum(relid), PointerGetDatum(batch_id), JsonbPGetDatum(key)};
@@ -104,11 +116,15 @@ read_resolution(Oid relid, text *batch_id, Jsonb *key, Datum *values, bytea **ha
 	TupleDesc	desc;
 	bool		isnull;
 
-	state_query_latest("SELECT version, choice, written_version, outcome, decided_by,"
-					   " decided_at, payload_hash FROM reconcile.resolutions"
-					   " WHERE target OPERATOR(pg_catalog.=) $1"
-					   " AND batch_id OPERATOR(pg_catalog.=) $2"
-					   " AND key OPERATOR(pg_catalog.=) $3",
+	state_query_latest(psprintf("SELECT version, choice, written_version, outcome, decided_by,"
+								" decided_at, payload_hash, %s FROM reconcile.resolutions"
+								" WHERE target OPERATOR(pg_catalog.=) $1"
+								" AND batch_id OPERATOR(pg_catalog.=) $2"
+								" AND key OPERATOR(pg_catalog.=) $3",
+								state_version() >= STATE_1_2 ?
+								"COALESCE(ordering, version::pg_catalog.text),"
+								" COALESCE(written_ordering, written_version::pg_catalog.text)" :
+								"version::pg_catalog.text, written_version::pg_catalog.text"),
 					   3, types, args, 1);
 	if (SPI_processed == 0)
 		return false;
@@ -116,11 +132,13 @@ read_resolution(Oid relid, text *batch_id, Jsonb *key, Datum *values, bytea **ha
 	desc = SPI_tuptable->tupdesc;
 	values[0] = CStringGetTextDatum("replayed");
 	for (int i = 1; i < RESOLVE_NATTS; i++)
-		values[i] = SPI_getbinval(tup, desc, i, &isnull);
+		values[i] = SPI_getbinval(tup, desc, i, &nulls[i]);
 	values[2] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[2]));
 	values[4] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[4]));
 	values[5] = datumCopy(values[5], false, NAMEDATALEN);
 	*hash = (bytea *) DatumGetPointer(copy_datum(tup, desc, 7, &isnull));
+	values[7] = copy_datum(tup, desc, 8, &nulls[7]);
+	values[8] = copy_datum(tup, desc, 9, &nulls[8]);
 	return true;
 }
 
@@ -142,22 +160,24 @@ batch_committed(Oid relid, text *batch_id)
  * under the loading session's by 1.1.
  */
 static HeldRow *
-read_held(Oid relid, text *batch_id, Jsonb *key, int *nrows, Jsonb **stored_key,
-		  bool *pinned)
+read_held(TargetInfo *t, Oid relid, text *batch_id, Jsonb *key, int *nrows,
+		  Jsonb **stored_key, bool *pinned)
 {
 	Oid			types[3] = {REGCLASSOID, TEXTOID, JSONBOID};
 	Datum		args[3] = {ObjectIdGetDatum(relid), PointerGetDatum(batch_id), JsonbPGetDatum(key)};
 	HeldRow    *rows;
 
+	/* Source order here; by version below, with the version type's ordering. */
 	state_query_latest(psprintf("SELECT version, staged_hash, existing_hash, deleted, staged_payload,"
-					   " existing_payload IS NOT NULL, key, %s, %s FROM reconcile.conflicts"
+					   " existing_payload IS NOT NULL, key, %s, %s, %s FROM reconcile.conflicts"
 					   " WHERE target OPERATOR(pg_catalog.=) $1"
 					   " AND batch_id OPERATOR(pg_catalog.=) $2"
 					   " AND key OPERATOR(pg_catalog.=) $3"
-					   " ORDER BY version DESC, object_key COLLATE pg_catalog.\"C\", source_row",
+					   " ORDER BY object_key COLLATE pg_catalog.\"C\", source_row",
 							   state_version() >= STATE_1_2 ? "key_pinned" : "false",
 							   state_version() >= STATE_1_2 ?
-							   "present_columns IS NOT NULL, merged_over" : "false, NULL::pg_catalog.bytea"),
+							   "present_columns IS NOT NULL, merged_over" : "false, NULL::pg_catalog.bytea",
+							   state_version() >= STATE_1_2 ? "ordering" : "NULL::pg_catalog.text"),
 					   3, types, args, 0);
 	*nrows = (int) SPI_processed;
 	rows = palloc0(sizeof(HeldRow) * Max(*nrows, 1));
@@ -168,7 +188,11 @@ read_held(Oid relid, text *batch_id, Jsonb *key, int *nrows, Jsonb **stored_key,
 		bool		isnull;
 		bool		no_deleted;
 
-		rows[i].version = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		char	   *ordering = SPI_getvalue(tup, desc, 11);
+
+		/* A row held by 1.1 has its integer version only. */
+		rows[i].version = ordering != NULL ? ordering_from_text(t, ordering) :
+			ordering_from_int64(t, DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull)));
 		rows[i].staged_hash = (bytea *) DatumGetPointer(copy_datum(tup, desc, 2, &isnull));
 		rows[i].existing_hash = (bytea *) DatumGetPointer(copy_datum(tup, desc, 3, &isnull));
 		rows[i].deleted = DatumGetBool(SPI_getbinval(tup, desc, 4, &no_deleted));
@@ -190,22 +214,33 @@ read_held(Oid relid, text *batch_id, Jsonb *key, int *nrows, Jsonb **stored_key,
 			*pinned = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
 		}
 	}
+
+	/* Highest version first, ties in source order: a stable insertion sort. */
+	for (int i = 1; i < *nrows; i++)
+	{
+		HeldRow		r = rows[i];
+		int			j = i;
+
+		for (; j > 0 && ordering_compare(t, rows[j - 1].version, r.version) < 0; j--)
+			rows[j] = rows[j - 1];
+		rows[j] = r;
+	}
 	return rows;
 }
 
 /*
  * The key's conflicting version: the highest version with two staged
- * hashes, or with a staged hash other than the target's.  Returns -1 when
- * none is (the batch held the key for another reason: cannot happen).
+ * hashes, or with a staged hash other than the target's.  Returns false
+ * when none is (the batch held the key for another reason: cannot happen).
  */
-static int64
-conflicting_version(HeldRow *rows, int nrows)
+static bool
+conflicting_version(TargetInfo *t, HeldRow *rows, int nrows, Datum *v)
 {
 	for (int start = 0, end; start < nrows; start = end)
 	{
 		bool		conflict = false;
 
-		for (end = start; end < nrows && rows[end].version == rows[start].version; end++)
+		for (end = start; end < nrows && same_version(t, rows[end].version, rows[start].version); end++)
 		{
 			if (!same_hash(rows[end].staged_hash, rows[start].staged_hash))
 				conflict = true;
@@ -214,9 +249,12 @@ conflicting_version(HeldRow *rows, int nrows)
 				conflict = true;
 		}
 		if (conflict)
-			return rows[start].version;
+		{
+			*v = rows[start].version;
+			return true;
+		}
 	}
-	return -1;
+	return false;
 }
 
 /*
@@ -225,10 +263,10 @@ conflicting_version(HeldRow *rows, int nrows)
  * chosen at v replaces it.
  */
 static bool
-target_unchanged(HeldRow *rows, int nrows, int64 v, bytea *thash)
+target_unchanged(TargetInfo *t, HeldRow *rows, int nrows, Datum v, bytea *thash)
 {
 	for (int i = 0; i < nrows; i++)
-		if (rows[i].version == v && rows[i].at_target_version)
+		if (same_version(t, rows[i].version, v) && rows[i].at_target_version)
 			return rows[i].existing_hash == NULL ? thash == NULL :
 				same_hash(rows[i].existing_hash, thash);
 	return false;
@@ -236,7 +274,7 @@ target_unchanged(HeldRow *rows, int nrows, int64 v, bytea *thash)
 
 /* The hashes one may choose at version v, for a message. */
 static char *
-list_choices(HeldRow *rows, int nrows, int64 v)
+list_choices(TargetInfo *t, HeldRow *rows, int nrows, Datum v)
 {
 	StringInfoData buf;
 	bytea	   *target = NULL;
@@ -246,10 +284,10 @@ list_choices(HeldRow *rows, int nrows, int64 v)
 	{
 		bool		seen = false;
 
-		if (rows[i].version != v)
+		if (!same_version(t, rows[i].version, v))
 			continue;
 		for (int j = 0; j < i; j++)
-			seen |= rows[j].version == v && same_hash(rows[j].staged_hash, rows[i].staged_hash);
+			seen |= same_version(t, rows[j].version, v) && same_hash(rows[j].staged_hash, rows[i].staged_hash);
 		if (!seen)
 			appendStringInfo(&buf, "%s\\x%s (staged)", buf.len > 0 ? ", " : "",
 							 hash_hex(rows[i].staged_hash));
@@ -268,7 +306,7 @@ list_choices(HeldRow *rows, int nrows, int64 v)
  * version, in conflict with nothing, is what loads.
  */
 static HeldRow *
-choose_row(HeldRow *rows, int nrows, int64 v, bytea *choice, bool *staged_choice,
+choose_row(HeldRow *rows, int nrows, Datum v, bytea *choice, bool *staged_choice,
 		   TargetInfo *t, text *batch_id, const char *keytext)
 {
 	HeldRow    *w = NULL;
@@ -276,7 +314,7 @@ choose_row(HeldRow *rows, int nrows, int64 v, bytea *choice, bool *staged_choice
 	*staged_choice = false;
 	for (int i = 0; i < nrows; i++)
 	{
-		if (rows[i].version == v && same_hash(rows[i].staged_hash, choice))
+		if (same_version(t, rows[i].version, v) && same_hash(rows[i].staged_hash, choice))
 		{
 			*staged_choice = true;
 			if (w == NULL)
@@ -288,18 +326,18 @@ choose_row(HeldRow *rows, int nrows, int64 v, bytea *choice, bool *staged_choice
 		bool		target_choice = false;
 
 		for (int i = 0; i < nrows; i++)
-			target_choice |= rows[i].version == v && rows[i].at_target_version &&
+			target_choice |= same_version(t, rows[i].version, v) && rows[i].at_target_version &&
 				same_hash(rows[i].existing_hash, choice);
 		if (!target_choice)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("payload hash \\x%s is not one of the payloads of key %s at version " INT64_FORMAT,
-							hash_hex(choice), keytext, v),
-					 errdetail("Batch %s held back key %s of table \"%s\" in conflict at version " INT64_FORMAT "; the payloads there are: %s.",
-							   text_to_cstring(batch_id), keytext, t->relname, v,
-							   list_choices(rows, nrows, v))));
+					 errmsg("payload hash \\x%s is not one of the payloads of key %s at version %s",
+							hash_hex(choice), keytext, ordering_text(t, v)),
+					 errdetail("Batch %s held back key %s of table \"%s\" in conflict at version %s; the payloads there are: %s.",
+							   text_to_cstring(batch_id), keytext, t->relname, ordering_text(t, v),
+							   list_choices(t, rows, nrows, v))));
 	}
-	if (rows[0].version > v)
+	if (ordering_compare(t, rows[0].version, v) > 0)
 		w = &rows[0];
 	return w;
 }
@@ -314,18 +352,18 @@ choose_row(HeldRow *rows, int nrows, int64 v, bytea *choice, bool *staged_choice
  * latest snapshot turns that into a serialization failure, as in the merge.
  */
 static const char *
-load_choice(TargetInfo *t, HeldRow *rows, int nrows, HeldRow *w, int64 v,
+load_choice(TargetInfo *t, HeldRow *rows, int nrows, HeldRow *w, Datum v,
 			bytea *choice, Datum *keys, text *batch_id, const char *keytext)
 {
 	bool		rr = IsolationUsesXactSnapshot();
 	Probe	   *probe = probe_open(t, rr ? GetTransactionSnapshot() : GetLatestSnapshot(), false);
 	Probe	   *latest = rr ? probe_open(t, GetLatestSnapshot(), false) : NULL;
-	int64		tversion = 0;
+	Datum		tversion = (Datum) 0;
 	bytea	   *thash = NULL;
 	TupleTableSlot *found = probe_find_current(probe, latest, t, keys, &tversion, &thash, true);
 	Removed    *removed = NULL;
 	bool		found_removed = false;
-	int64		wversion = w ? w->version : v;
+	Datum		wversion = w ? w->version : v;
 	bytea	   *whash = w ? w->staged_hash : choice;
 	DecideRow	cand;
 	DecideTarget target;
@@ -350,28 +388,28 @@ load_choice(TargetInfo *t, HeldRow *rows, int nrows, HeldRow *w, int64 v,
 	target.hash = thash != NULL && VARSIZE_ANY_EXHDR(thash) == RECONCILE_SHA256_LEN ?
 		(const uint8 *) VARDATA_ANY(thash) : NULL;
 	target.tombstone = false;
-	d = decide_key(&cand, 1, &target, &disp);
+	d = decide_key(&cand, 1, &target, ordering_sortsupport(t), &disp);
 
 	if (disp == DISP_STALE)
 		outcome = "stale";
 	else if (disp == DISP_UNCHANGED)
 		outcome = "unchanged";
-	else if (d.conflict && (w == NULL || !target_unchanged(rows, nrows, wversion, thash)))
+	else if (d.conflict && (w == NULL || !target_unchanged(t, rows, nrows, wversion, thash)))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
-				 errmsg("table \"%s\" now holds another payload for key %s at version " INT64_FORMAT,
-						t->relname, keytext, tversion),
+				 errmsg("table \"%s\" now holds another payload for key %s at version %s",
+						t->relname, keytext, ordering_text(t, tversion)),
 				 errdetail("The target's row changed since batch %s held the key back.",
 						   text_to_cstring(batch_id)),
 				 errhint("See the target's row and decide again with its payload hash, or load a higher version.")));
 	else if (w == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table \"%s\" no longer holds the payload to keep for key %s at version " INT64_FORMAT,
-						t->relname, keytext, v),
+				 errmsg("table \"%s\" no longer holds the payload to keep for key %s at version %s",
+						t->relname, keytext, ordering_text(t, v)),
 				 errdetail("The target's row is %s since batch %s held the key back.",
-						   found ? psprintf("at version " INT64_FORMAT, tversion) :
-						   found_removed ? psprintf("removed at version " INT64_FORMAT, tversion) : "gone",
+						   found ? psprintf("at version %s", ordering_text(t, tversion)) :
+						   found_removed ? psprintf("removed at version %s", ordering_text(t, tversion)) : "gone",
 						   text_to_cstring(batch_id)),
 				 errhint("Accept one of the staged payloads, or load the payload to keep with a new batch.")));
 	else if (w->sparse && (w->merged_over != NULL ?
@@ -383,7 +421,7 @@ load_choice(TargetInfo *t, HeldRow *rows, int nrows, HeldRow *w, int64 v,
 						t->relname, keytext),
 				 errdetail("Batch %s held a sparse row of a partial batch, merged over the target's row as it was then; the target's row is %s now.",
 						   text_to_cstring(batch_id),
-						   found ? psprintf("at version " INT64_FORMAT, tversion) : "gone"),
+						   found ? psprintf("at version %s", ordering_text(t, tversion)) : "gone"),
 				 errhint("Load the change again with a new partial batch, merged over the target's row as it is now.")));
 	else
 	{
@@ -396,15 +434,15 @@ load_choice(TargetInfo *t, HeldRow *rows, int nrows, HeldRow *w, int64 v,
 		winner.keys = keys;
 		winner.payload = payload;
 		winner.payload_isnull = payload_isnull;
-		winner.version = version_datum(t, w->version);
+		winner.version = w->version;
 		winner.tombstone = w->deleted;
 		winner.tombstone_payload = false;
 		winner.hash = PointerGetDatum(w->staged_hash);
 		writer_open(&writer, t, text_to_cstring(batch_id), false);
 		if (removed != NULL)
-			removed_write(removed, &writer, found, found_removed, tversion, wversion, &winner);
+			removed_write(removed, &writer, found, found_removed, tversion, &winner);
 		else
-			writer_put(&writer, found, tversion, wversion, &winner);
+			writer_put(&writer, found, tversion, &winner);
 		writer_close(&writer);
 		outcome = w->deleted ? "deleted" : found ? "updated" : "inserted";
 	}
@@ -416,46 +454,65 @@ load_choice(TargetInfo *t, HeldRow *rows, int nrows, HeldRow *w, int64 v,
 
 /*
  * Record the decision in reconcile.resolutions, as the state tables'
- * owner, decided_by the caller, and return it in values.
+ * owner, decided_by the caller, and return it in values.  An integer
+ * version is recorded as bigint, as 1.1 did; from schema 1.2 on every
+ * version is recorded in its pinned text form too (ordering.c).
  */
 static void
-record_resolution(Oid relid, text *batch_id, Jsonb *stored_key, int64 v,
-				  bool staged_choice, bytea *choice, int64 wversion,
-				  const char *outcome, Datum *values)
+record_resolution(TargetInfo *t, Oid relid, text *batch_id, Jsonb *stored_key, Datum v,
+				  bool staged_choice, bytea *choice, Datum wversion,
+				  const char *outcome, Datum *values, bool *nulls)
 {
-	Oid			types[9] = {REGCLASSOID, TEXTOID, JSONBOID, INT8OID, TEXTOID, BYTEAOID,
-	INT8OID, TEXTOID, NAMEOID};
-	Datum		args[9];
+	Oid			types[11] = {REGCLASSOID, TEXTOID, JSONBOID, INT8OID, TEXTOID, BYTEAOID,
+	INT8OID, TEXTOID, NAMEOID, TEXTOID, TEXTOID};
+	Datum		args[11];
+	char		argnulls[11];
+	bool		texts = state_version() >= STATE_1_2;
 	StateUser	su;
 	bool		isnull;
 	Name		user = palloc(sizeof(NameData));
 
+	memset(argnulls, ' ', sizeof(argnulls));
 	namestrcpy(user, GetUserNameFromId(GetUserId(), false));
 	args[0] = ObjectIdGetDatum(relid);
 	args[1] = PointerGetDatum(batch_id);
 	args[2] = JsonbPGetDatum(stored_key);
-	args[3] = Int64GetDatum(v);
+	args[3] = t->version_integer ? Int64GetDatum(ordering_int64(t, v)) : (Datum) 0;
 	args[4] = CStringGetTextDatum(staged_choice ? "staged" : "target");
 	args[5] = PointerGetDatum(choice);
-	args[6] = Int64GetDatum(wversion);
+	args[6] = t->version_integer ? Int64GetDatum(ordering_int64(t, wversion)) : (Datum) 0;
 	args[7] = CStringGetTextDatum(outcome);
 	args[8] = NameGetDatum(user);
+	args[9] = CStringGetTextDatum(ordering_text(t, v));
+	args[10] = CStringGetTextDatum(ordering_text(t, wversion));
+	if (!t->version_integer)
+		argnulls[3] = argnulls[6] = 'n';
 	state_user_enter(&su);
-	if (SPI_execute_with_args("INSERT INTO reconcile.resolutions (target, batch_id, key,"
+	if (SPI_execute_with_args(texts ?
+							  "INSERT INTO reconcile.resolutions (target, batch_id, key,"
+							  " version, choice, payload_hash, written_version, outcome,"
+							  " decided_by, decided_at, ordering, written_ordering)"
+							  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, pg_catalog.now(), $10, $11)"
+							  " RETURNING decided_at" :
+							  "INSERT INTO reconcile.resolutions (target, batch_id, key,"
 							  " version, choice, payload_hash, written_version, outcome,"
 							  " decided_by, decided_at)"
 							  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, pg_catalog.now())"
 							  " RETURNING decided_at",
-							  9, types, args, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
+							  texts ? 11 : 9, types, args, argnulls, false, 0) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "could not write reconcile.resolutions");
 	state_user_leave(&su);
 	values[0] = CStringGetTextDatum("resolved");
 	values[1] = args[3];
+	nulls[1] = !t->version_integer;
 	values[2] = args[4];
 	values[3] = args[6];
+	nulls[3] = !t->version_integer;
 	values[4] = args[7];
 	values[5] = NameGetDatum(user);
 	values[6] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	values[7] = args[9];
+	values[8] = args[10];
 }
 
 /*
@@ -482,7 +539,7 @@ check_not_citus(TargetInfo *t, const char *keytext, text *batch_id)
  */
 static HeldRow *
 read_held_key(TargetInfo *t, Oid relid, text *batch_id, Jsonb *key, const char *keytext, int *nrows,
-			  Jsonb **stored_key, bool *key_pinned, int64 *v)
+			  Jsonb **stored_key, bool *key_pinned, Datum *v)
 {
 	HeldRow    *rows;
 
@@ -492,15 +549,14 @@ read_held_key(TargetInfo *t, Oid relid, text *batch_id, Jsonb *key, const char *
 				 errmsg("batch %s was not committed into table \"%s\"",
 						text_to_cstring(batch_id), t->relname),
 				 errhint("The batches of a target are in reconcile.receipts.")));
-	rows = read_held(relid, batch_id, key, nrows, stored_key, key_pinned);
+	rows = read_held(t, relid, batch_id, key, nrows, stored_key, key_pinned);
 	if (*nrows == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("key %s is not held back by batch %s in table \"%s\"",
 						keytext, text_to_cstring(batch_id), t->relname),
 				 errhint("The keys a batch held back are in reconcile.conflicts, with their key as written there.")));
-	*v = conflicting_version(rows, *nrows);
-	if (*v < 0)
+	if (!conflicting_version(t, rows, *nrows, v))
 		elog(ERROR, "key %s of batch %s holds no conflict", keytext, text_to_cstring(batch_id));
 	return rows;
 }
@@ -521,8 +577,8 @@ reconcile_resolve(PG_FUNCTION_ARGS)
 	Jsonb	   *key;
 	bytea	   *choice;
 	TupleDesc	tupdesc;
-	Datum		values[RESOLVE_NATTS];
-	bool		nulls[RESOLVE_NATTS] = {false};
+	Datum		values[RESOLVE_NATTS_1_2];
+	bool		nulls[RESOLVE_NATTS_1_2] = {false};
 	MemoryContext outer = CurrentMemoryContext;
 	TargetInfo *t;
 	bytea	   *stored_hash;
@@ -531,7 +587,7 @@ reconcile_resolve(PG_FUNCTION_ARGS)
 	Jsonb	   *stored_key = NULL;
 	bool		key_pinned = false;
 	char	   *keytext;
-	int64		v;
+	Datum		v;
 	HeldRow    *w;				/* the row to load, NULL: the target's is kept */
 	bool		staged_choice;
 	Datum	   *keys;
@@ -567,15 +623,15 @@ reconcile_resolve(PG_FUNCTION_ARGS)
 	check_not_citus(t, keytext, batch_id);
 
 	/* The same decision again returns the stored one; another is refused. */
-	if (read_resolution(relid, batch_id, key, values, &stored_hash))
+	if (read_resolution(relid, batch_id, key, values, nulls, &stored_hash))
 	{
 		if (!same_hash(stored_hash, choice))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNIQUE_VIOLATION),
 					 errmsg("key %s of batch %s in table \"%s\" was already resolved otherwise",
 							keytext, text_to_cstring(batch_id), t->relname),
-					 errdetail("It was resolved by \"%s\" at version " INT64_FORMAT " with payload hash \\x%s.",
-							   NameStr(*DatumGetName(values[5])), DatumGetInt64(values[1]),
+					 errdetail("It was resolved by \"%s\" at version %s with payload hash \\x%s.",
+							   NameStr(*DatumGetName(values[5])), TextDatumGetCString(values[7]),
 							   hash_hex(stored_hash)),
 					 errhint("A decision is final; load another payload with a new batch at a higher version.")));
 	}
@@ -591,12 +647,14 @@ reconcile_resolve(PG_FUNCTION_ARGS)
 		key_from_jsonb(t, stored_key, key_pinned, text_to_cstring(batch_id), keys);
 
 		outcome = load_choice(t, rows, nrows, w, v, choice, keys, batch_id, keytext);
-		record_resolution(relid, batch_id, stored_key, v, staged_choice, choice,
-						  w ? w->version : v, outcome, values);
+		record_resolution(t, relid, batch_id, stored_key, v, staged_choice, choice,
+						  w ? w->version : v, outcome, values, nulls);
 	}
 
 	PopActiveSnapshot();
 	MemoryContextSwitchTo(outer);
+	/* 1.1's result has no ordering columns: tupdesc has as many as the schema. */
+	Assert(tupdesc->natts == RESOLVE_NATTS || tupdesc->natts == RESOLVE_NATTS_1_2);
 	result = heap_form_tuple(tupdesc, values, nulls);
 	SPI_finish();
 	PG_RETURN_DATUM(HeapTupleGetDatum(result));

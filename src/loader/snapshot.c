@@ -51,6 +51,7 @@
 #include "common/citus.h"
 #include "common/sqlname.h"
 #include "common/state_schema.h"
+#include "ordering.h"
 #include "payload.h"
 #include "snapshot.h"
 #include "writers.h"
@@ -289,6 +290,13 @@ snapshot_begin(BatchState *b)
 						t->relname),
 				 errdetail("A snapshot writes the absent rows as tombstone rows; a target under delete_mode \"remove\" keeps no tombstone rows."),
 				 errhint("Load the extract without option \"snapshot\", and stage the absent keys as DELETE rows.")));
+	if (t->nextra > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("option \"snapshot\" of reconcile_batch is not supported yet for table \"%s\", which orders by %d version columns",
+						t->relname, t->nextra + 1),
+				 errdetail("\"snapshot.version\" is one value, of the version column's type; a snapshot version of several columns is not implemented yet."),
+				 errhint("Load the extract without option \"snapshot\", and stage the absent keys as DELETE rows.")));
 	if (!stage_input_value(&t->version, b->options.snapshot_version, &s->version, &error))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -373,7 +381,6 @@ snapshot_apply(BatchState *b)
 {
 	TargetInfo *t = b->target;
 	SnapshotRun *s = b->snapshot;
-	TypeCacheEntry *tc = lookup_type_cache(t->version.typid, TYPECACHE_LT_OPR);
 	StringInfoData sql;
 	Oid			types[1];
 	Datum		args[1];
@@ -392,20 +399,22 @@ snapshot_apply(BatchState *b)
 	table_close(s->keys_rel, NoLock);
 	CommandCounterIncrement();
 
-	if (!OidIsValid(tc->lt_opr))
-		elog(ERROR, "type %s has no ordering operator", format_type_be(t->version.typid));
-
-	/* The absent rows: live, in the scope, lower than the snapshot, not staged. */
+	/*
+	 * The absent rows: live, in the scope, lower than the snapshot (by the
+	 * version type's own ordering, in the column's collation: ordering.c),
+	 * not staged.
+	 */
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT ");
 	for (int i = 0; i < t->nkeys; i++)
 		appendStringInfo(&sql, "%st.%s", i ? ", " : "", quote_identifier(t->keys[i].name));
 	for (int i = 0; i < t->npayload; i++)
 		appendStringInfo(&sql, ", t.%s", quote_identifier(t->payload[i].name));
-	appendStringInfo(&sql, " FROM %s AS t WHERE %s AND t.%s %s $1"
+	appendStringInfo(&sql, " FROM %s AS t WHERE %s AND t.%s %s $1%s"
 					 " AND NOT EXISTS (SELECT FROM pg_temp.%s AS k WHERE ",
 					 t->qualname, live_condition(t, s->scope), quote_identifier(t->version.name),
-					 operator_sql(tc->lt_opr), quote_identifier(s->keys_name));
+					 operator_sql(t->version_lt_op), ordering_collate_sql(t),
+					 quote_identifier(s->keys_name));
 	for (int i = 0; i < t->nkeys; i++)
 		appendStringInfo(&sql, "%sk.k%d %s t.%s", i ? " AND " : "", i + 1,
 						 operator_sql(t->key_eq_ops[i]), quote_identifier(t->keys[i].name));

@@ -30,6 +30,7 @@
 #include "utils/lsyscache.h"
 
 #include "loader.h"
+#include "ordering.h"
 #include "payload.h"
 #include "sparse.h"
 
@@ -103,10 +104,11 @@ base_from_row(SparseMerger *s, SparseGroup *g, int k)
 /*
  * Merge the group's sparse UPSERTs in place and give each its hash.  The
  * group is the key's rows, highest version first (found: the target's row,
- * at version tversion, or NULL); they are walked lowest version first.
+ * at version tversion, or NULL); they are walked lowest version first,
+ * versions compared by the target's ordering (ordering.c).
  */
 void
-sparse_merge(SparseMerger *s, SparseGroup *g, TupleTableSlot *found, int64 tversion)
+sparse_merge(SparseMerger *s, SparseGroup *g, TupleTableSlot *found, Datum tversion)
 {
 	TargetInfo *t = s->t;
 	bool		have_base = found != NULL;
@@ -124,7 +126,7 @@ sparse_merge(SparseMerger *s, SparseGroup *g, TupleTableSlot *found, int64 tvers
 		int			next = -1;
 
 		/* The rows of one version: lo..hi. */
-		while (lo > 0 && g->cand[lo - 1].version == g->cand[hi].version)
+		while (lo > 0 && ordering_compare(t, g->cand[lo - 1].version, g->cand[hi].version) == 0)
 			lo--;
 
 		/*
@@ -134,7 +136,7 @@ sparse_merge(SparseMerger *s, SparseGroup *g, TupleTableSlot *found, int64 tvers
 		 * own staged payload, as for any new key's tombstone).
 		 */
 		if (lo == 0 && g->cand[0].tombstone && have_base &&
-			(found == NULL || g->cand[0].version > tversion))
+			(found == NULL || ordering_compare(t, g->cand[0].version, tversion) > 0))
 		{
 			g->kept = palloc(sizeof(Datum) * Max(t->npayload, 1));
 			g->kept_isnull = palloc(sizeof(bool) * Max(t->npayload, 1));
@@ -162,7 +164,7 @@ sparse_merge(SparseMerger *s, SparseGroup *g, TupleTableSlot *found, int64 tvers
 		 * move nothing).  Rows of one version that differ make the key a
 		 * conflict whichever is taken.
 		 */
-		if (found == NULL || g->cand[hi].version > tversion)
+		if (found == NULL || ordering_compare(t, g->cand[hi].version, tversion) > 0)
 		{
 			for (int k = lo; k <= hi && next < 0; k++)
 				if (!g->cand[k].tombstone)

@@ -30,7 +30,7 @@ typedef struct SparseMerger SparseMerger;
 
 extern SparseMerger *sparse_create(TargetInfo *t);
 extern void sparse_merge(SparseMerger *s, SparseGroup *g, TupleTableSlot *found,
-						 int64 tversion);
+						 Datum tversion);
 extern char *sparse_present_text(TargetInfo *t, bytea *present);
 
 #endif							/* RECONCILE_SPARSE_H */

@@ -43,6 +43,7 @@
 
 #include "common/citus.h"
 #include "loader.h"
+#include "ordering.h"
 #include "payload.h"
 #include "common/pinned.h"
 #include "progress.h"
@@ -73,7 +74,7 @@ typedef struct StageReader
 {
 	DestReceiver dest;			/* first: the executor hands rows to it */
 	BatchState *batch;
-	int			ncols;			/* keys, version, payload, in that order */
+	int			ncols;			/* keys, version, payload, further version columns, in that order */
 	StagedColumn *cols;
 	int			source_row_pos;
 	int			hash_pos;		/* 0 if the staged relation has none */
@@ -260,7 +261,7 @@ parse_staged_hash(StageReader *r, Datum value, uint8 *digest, char **raw)
  * them (out: the sort tuple's values), every other column NULL.
  */
 static TupleTableSlot *
-rules_row(BatchState *b, Datum *out, bool *outnull, bool is_delete, int64 version)
+rules_row(BatchState *b, Datum *out, bool *outnull, bool is_delete, Datum version)
 {
 	TargetInfo *t = b->target;
 	TupleTableSlot *row = batch_rules_slot(b->rules);
@@ -270,8 +271,13 @@ rules_row(BatchState *b, Datum *out, bool *outnull, bool is_delete, int64 versio
 		row->tts_values[t->keys[i].attnum - 1] = out[SORT_ATT_FIRST_KEY - 1 + i];
 		row->tts_isnull[t->keys[i].attnum - 1] = false;
 	}
-	row->tts_values[t->version.attnum - 1] = version_datum(t, version);
+	row->tts_values[t->version.attnum - 1] = version;
 	row->tts_isnull[t->version.attnum - 1] = false;
+	for (int i = 0; i < t->nextra; i++)
+	{
+		row->tts_values[t->extra[i].attnum - 1] = out[SORT_ATT_FIRST_KEY - 1 + t->nkeys + t->npayload + i];
+		row->tts_isnull[t->extra[i].attnum - 1] = false;
+	}
 	row->tts_values[t->deleted.attnum - 1] = BoolGetDatum(is_delete);
 	row->tts_isnull[t->deleted.attnum - 1] = false;
 	row->tts_values[t->hash.attnum - 1] = out[SORT_ATT_HASH - 1];
@@ -286,6 +292,16 @@ rules_row(BatchState *b, Datum *out, bool *outnull, bool is_delete, int64 versio
 	return ExecStoreVirtualTuple(row);
 }
 
+/* An integer ordering column's value. */
+static int64
+integer_value(TargetColumn *col, Datum d)
+{
+	Oid			base = col->basetype;
+
+	return base == INT8OID ? DatumGetInt64(d) :
+		base == INT4OID ? DatumGetInt32(d) : DatumGetInt16(d);
+}
+
 /* One staged row on its way through stage_row. */
 typedef struct StagedRow
 {
@@ -294,7 +310,7 @@ typedef struct StagedRow
 	int64		source_row;
 	bool		source_row_null;
 	bool		is_delete;
-	int64		version;
+	Datum		version;		/* in the version column's type */
 	int			problems;		/* rejects recorded so far */
 	uint8		digest[RECONCILE_SHA256_LEN];
 	bool		have_digest;	/* digest was staged, not yet computed */
@@ -394,7 +410,8 @@ cast_columns(StageReader *r, TupleTableSlot *in, StagedRow *row, Datum *out, boo
 		StagedColumn *sc = &r->cols[i];
 		TargetColumn *col = sc->tcol;
 		bool		is_key = i < t->nkeys;
-		bool		is_version = i == t->nkeys;
+		bool		is_extra = i > t->nkeys + t->npayload;	/* a further version column */
+		bool		is_version = i == t->nkeys || is_extra;
 		Datum		value;
 		Datum	   *dest;
 		bool	   *destnull;
@@ -405,6 +422,13 @@ cast_columns(StageReader *r, TupleTableSlot *in, StagedRow *row, Datum *out, boo
 		{
 			dest = &out[SORT_ATT_FIRST_KEY - 1 + i];
 			destnull = &outnull[SORT_ATT_FIRST_KEY - 1 + i];
+		}
+		else if (is_extra)
+		{
+			int			a = SORT_ATT_FIRST_KEY - 1 + t->nkeys + t->npayload + (i - t->nkeys - 1 - t->npayload);
+
+			dest = &out[a];
+			destnull = &outnull[a];
 		}
 		else if (is_version)
 		{
@@ -456,10 +480,16 @@ cast_columns(StageReader *r, TupleTableSlot *in, StagedRow *row, Datum *out, boo
 		}
 		if (is_version)
 		{
-			row->version = col->typid == INT8OID ? DatumGetInt64(value) :
-				col->typid == INT4OID ? DatumGetInt32(value) : DatumGetInt16(value);
-			if (row->version < 0)
-				REJECT(r, row, col->name, raw ? raw : psprintf(INT64_FORMAT, row->version),
+			/*
+			 * An integer version is never negative (1.0's rule); other types
+			 * order as they are.  The first version column's value is the
+			 * row's; further ones stay in the sort tuple (out).
+			 */
+			if (!is_extra)
+				row->version = value;
+			if (ordering_column_is_integer(col) &&
+				integer_value(col, *dest) < 0)
+				REJECT(r, row, col->name, raw ? raw : psprintf(INT64_FORMAT, integer_value(col, *dest)),
 					   "version is negative");
 		}
 	}
@@ -642,7 +672,7 @@ stage_row(StageReader *r, TupleTableSlot *in)
 	out[SORT_ATT_OBJECT - 1] = Int32GetDatum(row.obj);
 	out[SORT_ATT_SOURCE_ROW - 1] = Int64GetDatum(row.source_row);
 	out[SORT_ATT_DELETE - 1] = BoolGetDatum(row.is_delete);
-	out[SORT_ATT_VERSION - 1] = Int64GetDatum(row.version);
+	out[SORT_ATT_VERSION - 1] = row.version;
 	for (int i = 0; i < SORT_ATT_FIRST_KEY - 1; i++)
 		outnull[i] = false;
 	out[SORT_ATT_PRESENT(t) - 1] = PointerGetDatum(row.present);
@@ -777,7 +807,8 @@ sort_desc_create(TargetInfo *t)
 	TupleDescInitEntry(desc, SORT_ATT_OBJECT, "object", INT4OID, -1, 0);
 	TupleDescInitEntry(desc, SORT_ATT_SOURCE_ROW, "source_row", INT8OID, -1, 0);
 	TupleDescInitEntry(desc, SORT_ATT_DELETE, "is_delete", BOOLOID, -1, 0);
-	TupleDescInitEntry(desc, SORT_ATT_VERSION, "version", INT8OID, -1, 0);
+	TupleDescInitEntry(desc, SORT_ATT_VERSION, "version", t->version.typid, t->version.typmod, 0);
+	TupleDescInitEntryCollation(desc, SORT_ATT_VERSION, t->version.collation);
 	TupleDescInitEntry(desc, SORT_ATT_HASH, "hash", BYTEAOID, -1, 0);
 	for (int i = 0; i < t->nkeys; i++, a++)
 	{
@@ -789,6 +820,14 @@ sort_desc_create(TargetInfo *t)
 		TupleDescInitEntry(desc, a, t->payload[i].name, t->payload[i].typid, t->payload[i].typmod, 0);
 		TupleDescInitEntryCollation(desc, a, t->payload[i].collation);
 	}
+	/* Further version columns after the payload: the offsets of keys and payload stay. */
+	for (int i = 0; i < t->nextra; i++, a++)
+	{
+		TupleDescInitEntry(desc, a, t->extra[i].name, t->extra[i].typid, t->extra[i].typmod, 0);
+		TupleDescInitEntryCollation(desc, a, t->extra[i].collation);
+	}
+	/* Last, a partial batch's bitmap of present columns (loader.h). */
+	Assert(a == SORT_ATT_PRESENT(t));
 	TupleDescInitEntry(desc, a, "present", BYTEAOID, -1, 0);
 	return desc;
 }
@@ -801,7 +840,7 @@ sort_desc_create(TargetInfo *t)
 static Tuplesortstate *
 sort_begin(TargetInfo *t, TupleDesc desc, int sortmem, SortCoordinate coordinate)
 {
-	int			nsort = t->nkeys + 3;
+	int			nsort = t->nkeys + 3 + t->nextra;
 	AttrNumber *atts = palloc(sizeof(AttrNumber) * nsort);
 	Oid		   *ops = palloc(sizeof(Oid) * nsort);
 	Oid		   *colls = palloc0(sizeof(Oid) * nsort);
@@ -814,9 +853,16 @@ sort_begin(TargetInfo *t, TupleDesc desc, int sortmem, SortCoordinate coordinate
 		ops[n] = t->key_lt_ops[i];
 		colls[n] = t->key_collations[i];
 	}
+	/* Highest version first, by the version type's own ordering (ordering.c). */
 	atts[n] = SORT_ATT_VERSION;
-	ops[n++] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT8OID, INT8OID,
-								   BTGreaterStrategyNumber);
+	colls[n] = t->version.collation;
+	ops[n++] = t->version_gt_op;
+	for (int i = 0; i < t->nextra; i++)
+	{
+		atts[n] = SORT_ATT_FIRST_KEY + t->nkeys + t->npayload + i;
+		colls[n] = t->extra[i].collation;
+		ops[n++] = t->extra_gt_op[i];
+	}
 	atts[n] = SORT_ATT_OBJECT;
 	ops[n++] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT4OID, INT4OID,
 								   BTLessStrategyNumber);
@@ -905,7 +951,7 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 	staged_column(srel, "operation", true, NULL);
 	r->source_row_pos = 2;
 
-	r->ncols = t->nkeys + 1 + t->npayload;
+	r->ncols = t->nkeys + 1 + t->npayload + t->nextra;
 	r->cols = palloc0(sizeof(StagedColumn) * r->ncols);
 	for (int i = 0; i < r->ncols; i++)
 	{
@@ -915,7 +961,9 @@ stage_prepare(BatchState *b, Relation srel, StageReader *r, StringInfo sql)
 		int			attno;
 
 		sc->tcol = i < t->nkeys ? &t->keys[i] :
-			i == t->nkeys ? &t->version : &t->payload[i - t->nkeys - 1];
+			i == t->nkeys ? &t->version :
+			i <= t->nkeys + t->npayload ? &t->payload[i - t->nkeys - 1] :
+			&t->extra[i - t->nkeys - 1 - t->npayload];
 		attno = staged_column(srel, sc->tcol->name, true, NULL);
 		att = TupleDescAttr(sdesc, attno - 1);
 		sc->pos = 4 + i;

@@ -42,6 +42,7 @@
 #include "common/citus.h"
 #include "common/sqlname.h"
 #include "common/pinned.h"
+#include "ordering.h"
 #include "target.h"
 #include "common/state_schema.h"
 
@@ -90,6 +91,7 @@ column_type_io(TargetColumn *col)
 	getTypeOutputInfo(col->typid, &outfunc, &varlena);
 	fmgr_info(outfunc, &col->out);
 	col->catch_directly = input_is_builtin(col->typid);
+	col->basetype = getBaseType(col->typid);
 }
 
 /* Look a column of the target up by name; it must be a plain column. */
@@ -146,12 +148,6 @@ require_type(Relation rel, TargetColumn *col, const char *role,
 				 errmsg("%s column \"%s\" of table \"%s\" must be of type %s, not %s",
 						role, col->name, RelationGetRelationName(rel), wanted,
 						format_type_be(col->typid))));
-}
-
-static bool
-is_integer_type(Oid typid)
-{
-	return typid == INT2OID || typid == INT4OID || typid == INT8OID;
 }
 
 /*
@@ -386,6 +382,8 @@ check_distinct_columns(TargetInfo *t, TupleDesc desc, AttrNumber *used)
 	for (int i = 0; i < t->nkeys; i++)
 		used[nused++] = t->keys[i].attnum;
 	used[nused++] = t->version.attnum;
+	for (int i = 0; i < t->nextra; i++)
+		used[nused++] = t->extra[i].attnum;
 	used[nused++] = t->deleted.attnum;
 	used[nused++] = t->hash.attnum;
 	for (int i = 0; i < nused; i++)
@@ -404,17 +402,21 @@ check_distinct_columns(TargetInfo *t, TupleDesc desc, AttrNumber *used)
 static void
 check_special_types(TargetInfo *t, Relation rel, TupleDesc desc, const char *version)
 {
-	require_type(rel, &t->version, "version", is_integer_type(t->version.typid),
-				 "smallint, integer or bigint");
+	ordering_resolve(t, RelationGetRelationName(rel));
 	require_type(rel, &t->deleted, "deleted", t->deleted.typid == BOOLOID, "boolean");
 	require_type(rel, &t->hash, "hash", t->hash.typid == BYTEAOID, "bytea");
-	if (!TupleDescAttr(desc, t->version.attnum - 1)->attnotnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-				 errmsg("version column \"%s\" of table \"%s\" must be NOT NULL",
-						version, t->relname),
-				 errhint("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL;",
-						 t->qualname, quote_identifier(version))));
+	for (int i = -1; i < t->nextra; i++)
+	{
+		TargetColumn *c = i < 0 ? &t->version : &t->extra[i];
+
+		if (!TupleDescAttr(desc, c->attnum - 1)->attnotnull)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+					 errmsg("version column \"%s\" of table \"%s\" must be NOT NULL",
+							c->name, t->relname),
+					 errhint("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL;",
+							 t->qualname, quote_identifier(c->name))));
+	}
 }
 
 /* Payload: the given columns, or every other plain column. */
@@ -488,6 +490,7 @@ resolve_payload(TargetInfo *t, Relation rel, TupleDesc desc, AttrNumber *used, i
  */
 TargetInfo *
 target_resolve(Oid relid, char **keys, int nkeys, const char *version,
+			   char **extra, int nextra,
 			   const char *deleted, const char *hash, char **payload,
 			   int npayload, const char *policy)
 {
@@ -495,7 +498,7 @@ target_resolve(Oid relid, char **keys, int nkeys, const char *version,
 	Relation	rel;
 	TupleDesc	desc;
 	char		kind;
-	AttrNumber	used[INDEX_MAX_KEYS + 3];
+	AttrNumber	used[2 * INDEX_MAX_KEYS + 3];
 	int			nused;
 
 	/* The caller locked the target (target_lock) before reading anything. */
@@ -521,6 +524,10 @@ target_resolve(Oid relid, char **keys, int nkeys, const char *version,
 	for (int i = 0; i < nkeys; i++)
 		resolve_column(rel, keys[i], "key", &t->keys[i]);
 	resolve_column(rel, version, "version", &t->version);
+	t->nextra = nextra;
+	t->extra = palloc0(sizeof(TargetColumn) * Max(nextra, 1));
+	for (int i = 0; i < nextra; i++)
+		resolve_column(rel, extra[i], "version", &t->extra[i]);
 	resolve_column(rel, deleted, "deleted", &t->deleted);
 	resolve_column(rel, hash, "hash", &t->hash);
 
@@ -609,17 +616,25 @@ target_load(Oid relid)
 			   *deleted,
 			   *hash,
 			   *policy;
+	char	  **versions = NULL;
+	int			nversions;
 	HeapTuple	tup;
 	TupleDesc	desc;
 	bool		isnull;
 
 	/* options: 1.1's column, NULL under the schema of 1.0 (state.c). */
-	state_read_latest(state_version() >= STATE_1_1 ?
+	/* version_columns: 1.2's column (several ordering columns). */
+	state_read_latest(state_version() >= STATE_1_2 ?
 					  "SELECT key_columns, version_column, deleted_column,"
-					  " hash_column, payload_columns, conflict_policy, options"
+					  " hash_column, payload_columns, conflict_policy, options, version_columns"
+					  " FROM reconcile.targets WHERE target OPERATOR(pg_catalog.=) $1" :
+					  state_version() >= STATE_1_1 ?
+					  "SELECT key_columns, version_column, deleted_column,"
+					  " hash_column, payload_columns, conflict_policy, options, NULL::pg_catalog.text[]"
 					  " FROM reconcile.targets WHERE target OPERATOR(pg_catalog.=) $1" :
 					  "SELECT key_columns, version_column, deleted_column,"
-					  " hash_column, payload_columns, conflict_policy, NULL::pg_catalog.jsonb"
+					  " hash_column, payload_columns, conflict_policy, NULL::pg_catalog.jsonb,"
+					  " NULL::pg_catalog.text[]"
 					  " FROM reconcile.targets WHERE target OPERATOR(pg_catalog.=) $1",
 					  relid, 1);
 
@@ -640,9 +655,18 @@ target_load(Oid relid)
 	payload = text_array_from_datum(SPI_getbinval(tup, desc, 5, &isnull), "payload_columns",
 									MaxHeapAttributeNumber, &npayload);
 	policy = SPI_getvalue(tup, desc, 6);
+	{
+		Datum		vcols = SPI_getbinval(tup, desc, 8, &isnull);
 
-	t = target_resolve(relid, keys, nkeys, version, deleted, hash,
-					   payload, npayload, policy);
+		/* version_columns lists every ordering column, version_column the first. */
+		nversions = 0;
+		if (!isnull)
+			versions = text_array_from_datum(vcols, "version_columns", INDEX_MAX_KEYS, &nversions);
+	}
+
+	t = target_resolve(relid, keys, nkeys, version,
+					   nversions > 1 ? versions + 1 : NULL, Max(nversions - 1, 0),
+					   deleted, hash, payload, npayload, policy);
 	{
 		Datum		options = SPI_getbinval(tup, desc, 7, &isnull);
 
@@ -695,6 +719,9 @@ target_serialize(TargetInfo *t, StringInfo buf)
 		SERIALIZE(buf, t->key_collations[i]);
 	}
 	serialize_column(buf, &t->version);
+	SERIALIZE(buf, t->nextra);
+	for (int i = 0; i < t->nextra; i++)
+		serialize_column(buf, &t->extra[i]);
 	serialize_column(buf, &t->deleted);
 	serialize_column(buf, &t->hash);
 	for (int i = 0; i < t->npayload; i++)
@@ -755,6 +782,11 @@ target_deserialize(const char *p)
 		DESERIALIZE(p, t->key_collations[i]);
 	}
 	deserialize_column(&p, &t->version);
+	DESERIALIZE(p, t->nextra);
+	t->extra = palloc0(sizeof(TargetColumn) * Max(t->nextra, 1));
+	for (int i = 0; i < t->nextra; i++)
+		deserialize_column(&p, &t->extra[i]);
+	ordering_resolve(t, t->relname);
 	deserialize_column(&p, &t->deleted);
 	deserialize_column(&p, &t->hash);
 	t->payload = palloc0(sizeof(TargetColumn) * Max(t->npayload, 1));
@@ -818,14 +850,6 @@ target_check_batch_privileges(Oid target, Oid staged)
 				 errhint("Run batches as a role that bypasses row-level security on this table, such as its owner.")));
 }
 
-/* A version, as the batch carries it (int8), in the version column's type. */
-Datum
-version_datum(TargetInfo *t, int64 v)
-{
-	return t->version.typid == INT8OID ? Int64GetDatum(v) :
-		t->version.typid == INT4OID ? Int32GetDatum((int32) v) : Int16GetDatum((int16) v);
-}
-
 static int
 column_attnum_cmp(const void *a, const void *b)
 {
@@ -845,10 +869,12 @@ target_loaded_columns(TargetInfo *t, TargetColumn ***cols)
 {
 	int			n = 0;
 
-	*cols = palloc(sizeof(TargetColumn *) * (t->nkeys + 3 + t->npayload));
+	*cols = palloc(sizeof(TargetColumn *) * (t->nkeys + 3 + t->nextra + t->npayload));
 	for (int i = 0; i < t->nkeys; i++)
 		(*cols)[n++] = &t->keys[i];
 	(*cols)[n++] = &t->version;
+	for (int i = 0; i < t->nextra; i++)
+		(*cols)[n++] = &t->extra[i];
 	(*cols)[n++] = &t->deleted;
 	(*cols)[n++] = &t->hash;
 	for (int i = 0; i < t->npayload; i++)

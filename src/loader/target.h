@@ -27,6 +27,7 @@ typedef struct TargetColumn
 	Oid			ioparam;
 	FmgrInfo	out;			/* the target type's output function */
 	bool		catch_directly; /* see stage.c: input_value() */
+	Oid			basetype;		/* typid, or a domain's base type */
 } TargetColumn;
 
 typedef struct TargetInfo
@@ -40,7 +41,22 @@ typedef struct TargetInfo
 
 	int			nkeys;
 	TargetColumn *keys;
-	TargetColumn version;
+	TargetColumn version;		/* the ordering value (ordering.h) */
+	Oid			version_lt_op;	/* its type's default btree operators */
+	Oid			version_gt_op;
+	Oid			version_eq_op;
+	bool		version_integer;	/* one column: smallint, integer, bigint or a domain over one */
+	struct SortSupportData *version_ssup;	/* made when first used, per process */
+
+	/*
+	 * version_columns beyond the first (version): compared in order after
+	 * it, each by its type's default btree operators (ordering.c).
+	 */
+	int			nextra;
+	TargetColumn *extra;
+	Oid		   *extra_lt_op;
+	Oid		   *extra_gt_op;
+	Oid		   *extra_eq_op;
 	TargetColumn deleted;
 	TargetColumn hash;
 	int			npayload;
@@ -68,6 +84,7 @@ typedef enum TargetLockFor
 
 extern void target_lock(Oid relid, int lockmode, TargetLockFor purpose);
 extern TargetInfo *target_resolve(Oid relid, char **keys, int nkeys, const char *version,
+								  char **extra, int nextra,
 								  const char *deleted, const char *hash, char **payload,
 								  int npayload, const char *policy);
 extern char **target_text_array(ArrayType *arr, const char *argname, int max,
@@ -77,7 +94,6 @@ extern TargetInfo *target_load(Oid relid);
 extern void target_serialize(TargetInfo *target, StringInfo buf);
 extern TargetInfo *target_deserialize(const char *data);
 extern void target_check_batch_privileges(Oid target, Oid staged);
-extern Datum version_datum(TargetInfo *t, int64 v);
 extern int	target_loaded_columns(TargetInfo *t, TargetColumn ***cols);
 
 #endif							/* RECONCILE_TARGET_H */

@@ -11,6 +11,7 @@
  */
 #include "postgres.h"
 
+#include "ordering.h"
 #include "writers.h"
 
 void
@@ -18,6 +19,7 @@ writer_open(Writer *w, TargetInfo *t, const char *batch_id, bool check_winners)
 {
 	w->direct = NULL;
 	w->apply = NULL;
+	w->t = t;
 	if (!check_winners && direct_allowed(t))
 		w->direct = direct_open(t);
 	else
@@ -25,17 +27,17 @@ writer_open(Writer *w, TargetInfo *t, const char *batch_id, bool check_winners)
 }
 
 /*
- * Write a winner at winner_version over the target's row found at
+ * Write a winner at its version over the target's row found at
  * found_version (found NULL: none); at an equal version the row is
  * replaced (a resolution).
  */
 void
-writer_put(Writer *w, TupleTableSlot *found, int64 found_version,
-		   int64 winner_version, const Winner *winner)
+writer_put(Writer *w, TupleTableSlot *found, Datum found_version,
+		   const Winner *winner)
 {
 	if (w->apply != NULL)
 		apply_add(w->apply, winner, found == NULL ? ACTION_INSERT :
-				  found_version == winner_version ? ACTION_REPLACE :
+				  ordering_compare(w->t, found_version, winner->version) == 0 ? ACTION_REPLACE :
 				  winner->tombstone && !winner->tombstone_payload ? ACTION_DELETE :
 				  ACTION_UPDATE);	/* the UPDATE sets the deleted column too */
 	else if (found == NULL)

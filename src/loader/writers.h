@@ -63,12 +63,13 @@ typedef struct Writer
 {
 	DirectWriter *direct;		/* one of the two is set */
 	ApplyWriter *apply;
+	TargetInfo *t;				/* whose version ordering tells a replacement */
 } Writer;
 
 extern void writer_open(Writer *w, TargetInfo *t, const char *batch_id,
 						bool check_winners);
-extern void writer_put(Writer *w, TupleTableSlot *found, int64 found_version,
-					   int64 winner_version, const Winner *winner);
+extern void writer_put(Writer *w, TupleTableSlot *found, Datum found_version,
+					   const Winner *winner);
 extern void writer_remove(Writer *w, TupleTableSlot *found, const Winner *winner);
 extern void writer_close(Writer *w);
 

@@ -34,6 +34,7 @@
 #include "loader/manifest.h"
 #include "objects.h"
 #include "common/state.h"
+#include "common/state_schema.h"
 
 PG_FUNCTION_INFO_V1(reconcile_load);
 
@@ -331,7 +332,12 @@ own_staged_relation(Oid target)
 	int			nelems;
 
 	state_user_enter(&su);
-	if (SPI_execute_with_args("SELECT key_columns OPERATOR(pg_catalog.||) version_column OPERATOR(pg_catalog.||) payload_columns"
+	/* Every version column of the target (1.2: version_columns when there are several). */
+	if (SPI_execute_with_args(state_version() >= STATE_1_2 ?
+							  "SELECT key_columns OPERATOR(pg_catalog.||)"
+							  " COALESCE(version_columns, ARRAY[version_column]) OPERATOR(pg_catalog.||) payload_columns"
+							  " FROM reconcile.targets WHERE target OPERATOR(pg_catalog.=) $1" :
+							  "SELECT key_columns OPERATOR(pg_catalog.||) version_column OPERATOR(pg_catalog.||) payload_columns"
 							  " FROM reconcile.targets WHERE target OPERATOR(pg_catalog.=) $1",
 							  1, types, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read reconcile.targets");

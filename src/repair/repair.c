@@ -349,6 +349,9 @@ resolve_columns(Repair *r)
 					 errdetail("A plain target has no version; its rows are guarded by their compared columns."),
 					 errhint("Leave the option out, or register the target with reconcile_register.")));
 	}
+	/* "One more" than the target's version exists for integer versions only. */
+	if (r->reg)
+		repair_version_check(r->reg, r->opts.version_column != NULL, !r->opts.extra_keep);
 }
 
 /* ---------------------------------------------------------------------
@@ -1050,15 +1053,25 @@ stage_rows(Repair *r, char **hash)
 						 qi(t->keys[i].name));
 	}
 	/* The version: the source's, or one more than the target's (a tombstone's too). */
-	appendStringInfoString(&sql, ", CASE WHEN ");
-	if (r->opts.version_column)
-		appendStringInfo(&sql, "action OPERATOR(pg_catalog.<>) 'delete' THEN CAST(s_ver AS %s) WHEN ",
-						 format_type_be_qualified(t->version.typid));
-	appendStringInfoString(&sql, "t_present THEN ");
-	repair_version_next_sql(&sql, "t_ver", t->version.typid);
-	appendStringInfoString(&sql, " ELSE ");
-	repair_version_first_sql(&sql, t->version.typid);
-	appendStringInfo(&sql, " END AS %s", qi(t->version.name));
+	if (!repair_version_has_next(t))
+	{
+		/* no "one more" (repair_version_check): the source's, and no deletes */
+		Assert(r->opts.version_column && r->opts.extra_keep);
+		appendStringInfo(&sql, ", CAST(s_ver AS %s) AS %s",
+						 format_type_be_qualified(t->version.typid), qi(t->version.name));
+	}
+	else
+	{
+		appendStringInfoString(&sql, ", CASE WHEN ");
+		if (r->opts.version_column)
+			appendStringInfo(&sql, "action OPERATOR(pg_catalog.<>) 'delete' THEN CAST(s_ver AS %s) WHEN ",
+							 format_type_be_qualified(t->version.typid));
+		appendStringInfoString(&sql, "t_present THEN ");
+		repair_version_next_sql(&sql, "t_ver", t->version.typid);
+		appendStringInfoString(&sql, " ELSE ");
+		repair_version_first_sql(&sql, t->version.typid);
+		appendStringInfo(&sql, " END AS %s", qi(t->version.name));
+	}
 	for (int p = 0; p < t->npayload; p++)
 	{
 		int			c = -1;

@@ -6,7 +6,12 @@
  *
  * Versions are compared in SQL in the version column's own type, with
  * schema-qualified operators, so that a version of another orderable type
- * needs a change here only (what "one more" means for it).
+ * needs a change here only (what "one more" means for it).  "One more"
+ * exists for an integer version only (smallint, integer, bigint, a domain
+ * over one): a target ordered otherwise (timestamptz, numeric, text, ...,
+ * or several version columns) is repaired with the source's versions
+ * (option version_column) and without deletes, or refused
+ * (repair_version_check).
  */
 #include "postgres.h"
 
@@ -17,7 +22,49 @@
 #include "common/sqlname.h"
 #include "repair_version.h"
 
-/* The version after expr's: expr + 1, in the column's type. */
+/*
+ * Refuse a repair of registered target t that would need "one more" than a
+ * version of a type without it: with the source's versions (has_source) the
+ * inserts and updates take those, but a delete (deletes: extra is not
+ * "keep") still needs a version above the target row's.
+ */
+void
+repair_version_check(TargetInfo *t, bool has_source, bool deletes)
+{
+	if (t->nextra > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("reconcile_repair is not supported yet for table \"%s\", which orders by %d version columns",
+						t->relname, t->nextra + 1),
+				 errdetail("The repair's batch stages one version column."),
+				 errhint("Repair the table with a batch of your own (reconcile_batch) staging every version column.")));
+	if (repair_version_has_next(t))
+		return;
+	if (!has_source)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("reconcile_repair of table \"%s\" needs option \"version_column\": its version column \"%s\" is of type %s",
+						t->relname, t->version.name, format_type_be(t->version.typid)),
+				 errdetail("Without a source version the repair writes the target row's version plus one, which exists for integer versions only."),
+				 errhint("Pass \"version_column\": the source's column that holds each row's version in type %s.",
+						 format_type_be(t->version.typid))));
+	if (deletes)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("reconcile_repair cannot delete rows of table \"%s\", whose version column \"%s\" is of type %s",
+						t->relname, t->version.name, format_type_be(t->version.typid)),
+				 errdetail("A key the source lacks has no source version; its delete would need the target row's version plus one, which exists for integer versions only."),
+				 errhint("Pass \"extra\": \"keep\" to leave and report the rows only the target has, and delete them with a batch at a higher version.")));
+}
+
+/* Whether a version of t has a "one more" (repair_version_next_sql). */
+bool
+repair_version_has_next(TargetInfo *t)
+{
+	return t->nextra == 0 && t->version_integer;
+}
+
+/* The version after expr's: expr + 1, in the column's type (integer versions only). */
 void
 repair_version_next_sql(StringInfo sql, const char *expr, Oid type)
 {

@@ -9,6 +9,10 @@
 
 #include "lib/stringinfo.h"
 
+#include "loader/target.h"
+
+extern bool repair_version_has_next(TargetInfo *t);
+extern void repair_version_check(TargetInfo *t, bool has_source, bool deletes);
 extern void repair_version_next_sql(StringInfo sql, const char *expr, Oid type);
 extern void repair_version_first_sql(StringInfo sql, Oid type);
 extern void repair_version_same_sql(StringInfo sql, const char *a, const char *b, Oid type);

@@ -320,6 +320,22 @@ is($coordinated, $plain,
 		  for @cases;
 		is($disagree, '', "decision matrix: all " . scalar(@cases) . " cases as the rule has them, merged on the $kind");
 	}
+
+	# The same cases over a timestamptz version, each staged row spelling
+	# its instant at another UTC offset: the pushed-down SQL compares with
+	# the type's own operators, as decide.c does.
+	for my $kind ('workers', 'coordinator')
+	{
+		$coord->safe_psql('pushed', "SET client_min_messages = warning; SELECT decide_setup('ts_$kind', true, 'timestamptz')");
+		my $disagree = '';
+		$disagree .= $coord->safe_psql('pushed',
+			"SELECT * FROM decide_case('ts_$kind', $_, '{\"citus_merge\": \"$kind\"}', false)")
+		  for @cases;
+		is($disagree, '', "decision matrix over timestamptz: all " . scalar(@cases) . " cases as the rule has them, merged on the $kind");
+	}
+	is($coord->safe_psql('pushed', q{SELECT count(DISTINCT ordering) FILTER (WHERE version IS NULL), count(*) FILTER (WHERE ordering IS NULL)
+		FROM reconcile.conflicts WHERE target = 'dt_ts_workers'::regclass}), '3|0',
+		'decision matrix over timestamptz: held rows carry the version as text, merged on the workers');
 }
 
 # ---- what merges on the coordinator instead ----
@@ -349,6 +365,33 @@ my $late = q{SELECT status, inserted FROM reconcile_batch('late', 'late_stage',
 like($rerr, qr/DETAIL:  table "late" has no work table on the workers/, 'a target distributed after its registration: no work table yet');
 $coord->safe_psql('pushed', q{SELECT reconcile_register('late', '{id}', 'version', 'del', 'h')});
 is($coord->safe_psql('pushed', $late), 'committed|1', 'registered again, it merges on the workers');
+
+# Several version columns compared in order (binlog file, offset): the
+# merge on the workers compares one, so "workers" is refused saying so, and
+# by default the batch merges on the coordinator, by the pair: a later file
+# wins at a lower offset, in the batch and against the target's row (the
+# UPDATE's version guard, run through Citus, compares the pair in order).
+$coord->safe_psql('pushed', q{CREATE TABLE binlog (id int PRIMARY KEY, val text, f text NOT NULL, pos bigint NOT NULL, del boolean NOT NULL DEFAULT false, h bytea);
+SELECT create_distributed_table('binlog', 'id');
+SELECT reconcile_register('binlog', '{id}', version_columns => '{f,pos}', deleted_column => 'del', hash_column => 'h');
+CREATE TABLE binlog_stage (object_key text, source_row bigint, operation text, id int, f text, pos text, val text);
+SELECT create_distributed_table('binlog_stage', 'id', colocate_with => 'binlog');
+INSERT INTO binlog_stage VALUES ('b1', 1, 'UPSERT', 1, 'bin.000001', '900', 'old'), ('b1', 2, 'UPSERT', 1, 'bin.000002', '4', 'new'),
+                                ('b1', 3, 'UPSERT', 2, 'bin.000001', '7', 'x'), ('b1', 4, 'UPSERT', 2, 'bin.000001', '7', 'y'),
+                                ('b2', 1, 'UPSERT', 1, 'bin.000003', '1', 'newer'), ('b2', 2, 'UPSERT', 3, 'bin.000001', '1', 'three');});
+my $binlog = q{SELECT status, inserted, updated, stale, conflicts FROM reconcile_batch('binlog', 'binlog_stage',
+  '[{"object_key":"%s","version_id":"1","content_hash":"h","rows":%d}]', NULL, NULL, '{%s}')};
+($rret, $rout, $rerr) = $coord->psql('pushed', sprintf($binlog, 'b1', 4, '"citus_merge": "workers"'));
+like($rerr, qr/DETAIL:  table "binlog" orders by 2 version columns; the merge on the workers compares one\./,
+	'two version columns: "workers" is refused, saying why');
+is($coord->safe_psql('pushed', sprintf($binlog, 'b1', 4, '')), 'committed|1|0|1|2',
+	'two version columns: merged on the coordinator, the later file wins at a lower offset');
+is($coord->safe_psql('pushed', sprintf($binlog, 'b2', 2, '')), 'committed|1|1|0|0',
+	'two version columns: the version guard of the update compares the pair');
+is($coord->safe_psql('pushed', q{SELECT string_agg(id || ':' || val || ':' || f || ':' || pos, ' ' ORDER BY id) FROM binlog}),
+	'1:newer:bin.000003:1 3:three:bin.000001:1', 'two version columns: the rows as the rule has them');
+is($coord->safe_psql('pushed', q{SELECT DISTINCT ordering FROM reconcile.conflicts WHERE target = 'binlog'::regclass}),
+	'["bin.000001", "7"]', 'two version columns: held rows carry the pair as text');
 
 # A staged distribution column of another type modifier would be cast, and
 # Citus would route the rows through the coordinator: not pushed down.

@@ -42,6 +42,22 @@ INSERT INTO decide_cases VALUES
  (34, 'tomb', 2, 'a', '{D:3:b}',                     '{"deleted":1}',                  'tomb:3:a', NULL, NULL, NULL),
  (35, 'tomb', 2, 'a', '{D:1:a,U:1:b}',               '{"conflicts":2}',                'tomb:2:a', 'b', 'stale', 'tomb:2:a');
 
+-- A case's version n as the staged text of a version column of type vtype,
+-- in the n-th of several spellings (variant): an int; a timestamptz at
+-- base + n hours written at offsets +00..+02; a numeric n/10 with one to
+-- three decimals.  Equal versions are spelled differently in one batch, so
+-- that the rule sees the type's equality, not the text's.
+CREATE FUNCTION decide_version(vtype text, n int, variant int) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE vtype
+        WHEN 'timestamptz' THEN
+            pg_catalog.to_char(timestamp '2026-03-01 00:00:00' + n * interval '1 hour'
+                               + (variant % 3) * interval '1 hour', 'YYYY-MM-DD HH24:MI:SS')
+            || '+0' || (variant % 3)
+        WHEN 'numeric' THEN pg_catalog.round(n * 0.1, 1 + variant % 3)::text
+        ELSE n::text END
+$$;
+
 -- One batch of one object; the object's key names the target, so that a
 -- manifest is committed once per target.
 CREATE FUNCTION decide_load(target regclass, obj text, rows text[], options jsonb)
@@ -53,8 +69,8 @@ DECLARE
     id int := split_part(obj, '/', 3)::int;
 BEGIN
     EXECUTE format('INSERT INTO %s SELECT $1, n, CASE split_part(x, '':'', 1) WHEN ''D'' THEN ''DELETE'' ELSE ''UPSERT'' END,
-           $2, split_part(x, '':'', 3), split_part(x, '':'', 2)
-      FROM unnest($3) WITH ORDINALITY AS u(x, n)', stage) USING obj, id::text, rows;
+           $2, split_part(x, '':'', 3), decide_version($4, split_part(x, '':'', 2)::int, n::int)
+      FROM unnest($3) WITH ORDINALITY AS u(x, n)', stage) USING obj, id::text, rows, decide_vtype(target);
     SELECT * INTO r FROM reconcile_batch(target, stage,
         jsonb_build_array(jsonb_build_object('object_key', obj, 'version_id', '1',
             'content_hash', 'h', 'rows', cardinality(rows))), NULL, NULL, options);
@@ -71,26 +87,40 @@ LANGUAGE sql AS $$
         'rejected', nullif(r.rejected, 0)))
 $$;
 
+-- The type of a decide target's version column.
+CREATE FUNCTION decide_vtype(target regclass) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN a.atttypid = 'timestamptz'::regtype THEN 'timestamptz'
+                WHEN a.atttypid = 'numeric'::regtype THEN 'numeric' ELSE 'int' END
+      FROM pg_attribute a WHERE a.attrelid = target AND a.attname = 'version'
+$$;
+
+-- The target's row of a case, its version as the case's number n.
 CREATE FUNCTION decide_row(target regclass, id int) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
     s text;
 BEGIN
-    EXECUTE format('SELECT CASE WHEN is_deleted THEN ''tomb'' ELSE ''live'' END || '':'' || version || '':'' || label FROM %s WHERE id = $1', target)
-        INTO s USING id::text;
+    EXECUTE format('SELECT CASE WHEN is_deleted THEN ''tomb'' ELSE ''live'' END || '':''
+                    || (SELECT n FROM generate_series(0, 9) n
+                         WHERE decide_version($2, n, 0)::%s OPERATOR(pg_catalog.=) version)
+                    || '':'' || label FROM %s WHERE id = $1', decide_vtype(target), target)
+        INTO s USING id::text, decide_vtype(target);
     RETURN coalesce(s, 'absent');
 END
 $$;
 
 -- A new target dt_<name> and its staged relation dt_<name>_stage; for Citus
 -- both distributed, co-located, before the registration.
-CREATE FUNCTION decide_setup(name text, citus boolean DEFAULT false) RETURNS regclass
+CREATE FUNCTION decide_setup(name text, citus boolean DEFAULT false, vtype text DEFAULT 'int')
+RETURNS regclass
 LANGUAGE plpgsql AS $$
 DECLARE
     t regclass;
 BEGIN
-    EXECUTE format('CREATE TABLE %I (id text PRIMARY KEY, label text, version int NOT NULL,
-                    is_deleted boolean NOT NULL DEFAULT false, payload_hash bytea)', 'dt_' || name);
+    EXECUTE format('CREATE TABLE %I (id text PRIMARY KEY, label text, version %s NOT NULL,
+                    is_deleted boolean NOT NULL DEFAULT false, payload_hash bytea)', 'dt_' || name,
+                   vtype);
     EXECUTE format('CREATE TABLE %I (object_key text, source_row bigint, operation text,
                     id text, label text, version text)', 'dt_' || name || '_stage');
     t := ('dt_' || name)::regclass;
@@ -141,11 +171,13 @@ BEGIN
 END
 $$;
 
--- Every case, resolutions included, under reconcile.write_path = path.
-CREATE FUNCTION decide_run(name text, path text) RETURNS TABLE (id int, step text, expected text, got text)
+-- Every case, resolutions included, under reconcile.write_path = path, on
+-- a version column of type vtype (int, timestamptz or numeric).
+CREATE FUNCTION decide_run(name text, path text, vtype text DEFAULT 'int')
+RETURNS TABLE (id int, step text, expected text, got text)
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM decide_setup(name);
+    PERFORM decide_setup(name, false, vtype);
     PERFORM set_config('reconcile.write_path', path, true);
     RETURN QUERY SELECT d.* FROM decide_cases c, LATERAL decide_case(name, c.id, NULL, true) d
                   ORDER BY c.id;
