@@ -131,9 +131,9 @@ extern int	reconcile_write_path;
 extern void loader_define_settings(void);
 
 extern void merge_batch(BatchState *batch);
-extern void batch_checksum_add(BatchState *batch, const uint8 *hash);
 
 /* ---- receipt.c ---- */
+extern void batch_checksum_add(BatchState *batch, const uint8 *hash);
 
 extern bool receipt_lookup(const char *batch_id, Oid target, Datum *values,
 						   bool *isnull);

@@ -126,24 +126,6 @@ write_winner(Merger *m, TupleTableSlot *found, Datum tversion)
 	batch_checksum_add(m->b, w->hash);
 }
 
-/*
- * The receipt's checksum: sum of the written payload hashes mod 2^256
- * (winners here, a snapshot's tombstones in snapshot.c).
- */
-void
-batch_checksum_add(BatchState *b, const uint8 *hash)
-{
-	int			carry = 0;
-
-	for (int i = RECONCILE_SHA256_LEN - 1; i >= 0; i--)
-	{
-		int			sum = b->checksum[i] + hash[i] + carry;
-
-		b->checksum[i] = sum & 0xff;
-		carry = sum >> 8;
-	}
-}
-
 /* ---- the pass over sorted rows ---- */
 
 static void

@@ -37,6 +37,24 @@
 #include "common/state_schema.h"
 
 /*
+ * The receipt's checksum: sum of the written payload hashes mod 2^256
+ * (merge.c adds its winners, snapshot.c a snapshot's tombstones).
+ */
+void
+batch_checksum_add(BatchState *b, const uint8 *hash)
+{
+	int			carry = 0;
+
+	for (int i = RECONCILE_SHA256_LEN - 1; i >= 0; i--)
+	{
+		int			sum = b->checksum[i] + hash[i] + carry;
+
+		b->checksum[i] = sum & 0xff;
+		carry = sum >> 8;
+	}
+}
+
+/*
  * Under REPEATABLE READ or SERIALIZABLE the transaction may not see a
  * receipt that a concurrent session committed while this one waited for
  * the target's lock; look with the latest snapshot too.
