@@ -693,3 +693,30 @@ BEGIN ATOMIC
 END;
 COMMENT ON FUNCTION reconcile_receipt_objects(pg_catalog.regclass, pg_catalog.text) IS
     'The per-object counts of a receipt as one jsonb array in object_key, version_id order (receipts.objects of reconcile 1.1), from reconcile.batch_objects for a batch committed by 1.2; NULL if the target has no such receipt.';
+
+-- ---- A manifest given as a relation (issue 23, point 5: 5,000,000 objects) ----
+-- One jsonb holds at most 256 MB, about 1,400,000 manifest entries:
+-- reconcile_batch_table takes the manifest as a table or view with one
+-- entry per row.  A function of its own, not an overload of
+-- reconcile_batch: a quoted literal manifest fits both jsonb and regclass,
+-- so an overload would make every existing call with a literal ambiguous.
+-- The batch id is that of the same entries given as jsonb, so either form
+-- replays the other.  The receipt keeps no copy of such a manifest
+-- (manifest is NULL): its entries are the batch's rows of
+-- reconcile.batch_objects, and the batch id is their digest.
+ALTER TABLE reconcile.receipts ALTER COLUMN manifest DROP NOT NULL;
+COMMENT ON COLUMN reconcile.receipts.manifest IS
+    'The manifest as given to reconcile_batch; NULL for a batch whose manifest was a relation (reconcile_batch_table): its entries are the batch''s rows of reconcile.batch_objects.';
+CREATE FUNCTION reconcile_batch_table(
+    target pg_catalog.regclass,
+    staged pg_catalog.regclass,
+    manifest pg_catalog.regclass,
+    source pg_catalog.text DEFAULT NULL,
+    "cursor" pg_catalog.text DEFAULT NULL,
+    options pg_catalog.jsonb DEFAULT NULL)
+RETURNS SETOF reconcile.receipt
+AS 'MODULE_PATHNAME', 'reconcile_batch_table'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 1;
+COMMENT ON FUNCTION reconcile_batch_table(pg_catalog.regclass, pg_catalog.regclass, pg_catalog.regclass,
+    pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) IS
+    'reconcile_batch with the manifest as a table or view (columns object_key, version_id, content_hash: text; rows: an integer), one entry per row, read with the caller''s rights; the batch id is that of the same manifest as jsonb. For manifests beyond one jsonb (up to 5,000,000 objects).';
