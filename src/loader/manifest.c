@@ -501,11 +501,14 @@ static const char *const manifest_columns[MANIFEST_NFIELDS] = {
 
 /*
  * Check a manifest relation's columns: the three strings text or varchar,
- * rows an integer or numeric.  Other columns are ignored.
+ * rows an integer or numeric.  Other columns are ignored.  Returns whether
+ * rows is of an integer type (read as bigint) rather than numeric.
  */
-static void
+static bool
 check_relation_columns(Oid relid)
 {
+	bool		rows_integer = false;
+
 	for (int f = 0; f < MANIFEST_NFIELDS; f++)
 	{
 		AttrNumber	att = get_attnum(relid, manifest_columns[f]);
@@ -531,7 +534,10 @@ check_relation_columns(Oid relid)
 					 errhint(f == MANIFEST_ROWS ?
 							 "Column \"rows\" of a manifest relation is an integer (smallint, integer, bigint or numeric)." :
 							 "Columns object_key, version_id and content_hash of a manifest relation are text or varchar.")));
+		if (f == MANIFEST_ROWS)
+			rows_integer = type != NUMERICOID;
 	}
+	return rows_integer;
 }
 
 /*
@@ -558,8 +564,9 @@ manifest_read_relation(Oid relid)
 	int			n = 0;
 	bool		isnull;
 	int64		count;
+	bool		rows_integer;
 
-	check_relation_columns(relid);
+	rows_integer = check_relation_columns(relid);
 	manifest_where = psprintf(" of relation \"%s\"", relation_display_name(relid));
 
 	SPI_connect();
@@ -571,8 +578,8 @@ manifest_read_relation(Oid relid)
 	manifest_start(m, &ps, count);
 
 	plan = SPI_prepare(psprintf("SELECT object_key::pg_catalog.text, version_id::pg_catalog.text,"
-								" content_hash::pg_catalog.text, \"rows\"::pg_catalog.numeric FROM %s",
-								rel), 0, NULL);
+								" content_hash::pg_catalog.text, \"rows\"::pg_catalog.%s FROM %s",
+								rows_integer ? "int8" : "numeric", rel), 0, NULL);
 	if (plan == NULL)
 		elog(ERROR, "could not read the manifest relation: %s", SPI_result_code_string(SPI_result));
 	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
@@ -622,7 +629,11 @@ manifest_read_relation(Oid relid)
 				if (isnull)
 					manifest_error(n + 1, "Field \"rows\" is NULL in object \"%s\".",
 								   e->object_key);
-				e->rows = entry_rows_numeric(n + 1, DatumGetNumeric(d));
+				if (!rows_integer)
+					e->rows = entry_rows_numeric(n + 1, DatumGetNumeric(d));
+				else if ((e->rows = DatumGetInt64(d)) < 0)
+					manifest_error(n + 1, "Field \"rows\" must not be negative, but is " INT64_FORMAT ".",
+								   e->rows);
 			}
 			check_entry(&ps, n + 1, e, true);
 			n++;
