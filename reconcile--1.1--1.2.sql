@@ -719,4 +719,4 @@ AS 'MODULE_PATHNAME', 'reconcile_batch_table'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 1;
 COMMENT ON FUNCTION reconcile_batch_table(pg_catalog.regclass, pg_catalog.regclass, pg_catalog.regclass,
     pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) IS
-    'reconcile_batch with the manifest as a table or view (columns object_key, version_id, content_hash: text; rows: an integer), one entry per row, read with the caller''s rights; the batch id is that of the same manifest as jsonb. For manifests beyond one jsonb (up to 5,000,000 objects).';
+    'reconcile_batch with the manifest as a table or view (columns object_key, version_id, content_hash: text; rows: an integer), one entry per row, read with the caller''s rights; the batch id is that of the same manifest as jsonb. For manifests beyond one jsonb (up to 5,000,000 objects). source, cursor and options (the load options) as for reconcile_batch.';

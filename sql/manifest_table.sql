@@ -130,6 +130,16 @@ SELECT try($$SELECT * FROM reconcile_batch_table('t3', 's', 'mt')$$) AS without_
 -- a replay is refused likewise: the manifest is read before the receipt is looked up
 SELECT try($$SELECT * FROM reconcile_batch_table('t', 's', 'mt')$$) AS replay_without_select;
 RESET ROLE;
+-- SELECT on the four columns read is enough
+GRANT SELECT (object_key, version_id, content_hash, "rows") ON mt TO regress_manifest_loader;
+SET ROLE regress_manifest_loader;
+SELECT status FROM reconcile_batch_table('t', 's', 'mt');
+RESET ROLE;
+REVOKE SELECT (content_hash) ON mt FROM regress_manifest_loader;
+SET ROLE regress_manifest_loader;
+SELECT try($$SELECT * FROM reconcile_batch_table('t', 's', 'mt')$$) AS without_content_hash;
+RESET ROLE;
+REVOKE ALL ON mt FROM regress_manifest_loader;
 -- a view of the manifest reads it with its owner's rights, as any view
 GRANT SELECT ON mt_view TO regress_manifest_loader;
 SET ROLE regress_manifest_loader;

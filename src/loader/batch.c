@@ -105,9 +105,31 @@ manifest_parse_argument(Datum arg, Datum *kept)
 }
 
 /*
- * Lock a manifest relation against DDL and check that the caller may read
- * it, again once the lock is granted.
+ * A manifest relation is a table or view that the caller may read: SELECT
+ * on it, or on the four columns that are read (the query names only them).
  */
+static const char *const manifest_column_names[] = {
+	"object_key", "version_id", "content_hash", "rows"
+};
+
+static bool
+may_read_manifest(Oid relid)
+{
+	Oid			user = GetUserId();
+
+	if (pg_class_aclcheck(relid, user, ACL_SELECT) == ACLCHECK_OK)
+		return true;
+	for (int i = 0; i < lengthof(manifest_column_names); i++)
+	{
+		AttrNumber	att = get_attnum(relid, manifest_column_names[i]);
+
+		if (att == InvalidAttrNumber ||
+			pg_attribute_aclcheck(relid, att, user, ACL_SELECT) != ACLCHECK_OK)
+			return false;
+	}
+	return true;
+}
+
 static void
 check_manifest_relation(Oid relid)
 {
@@ -125,14 +147,18 @@ check_manifest_relation(Oid relid)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("manifest \"%s\" is not a table or view", relation_display_name(relid)),
 				 errhint("Pass a table or view with the columns object_key, version_id, content_hash and rows.")));
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+	if (!may_read_manifest(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for relation %s", relation_display_name(relid)),
-				 errdetail("reconcile_batch_table reads the manifest relation with the caller's rights, which need SELECT on it."),
+				 errdetail("reconcile_batch_table reads the manifest relation with the caller's rights, which need SELECT on it (or on its columns object_key, version_id, content_hash and rows)."),
 				 errhint("Grant SELECT on the manifest relation to the role that runs the batch.")));
 }
 
+/*
+ * Lock, then check: the manifest relation against DDL, its rights checked
+ * again once the lock is granted.
+ */
 static void
 lock_manifest_relation(Oid relid)
 {
