@@ -769,3 +769,30 @@ COMMENT ON FUNCTION reconcile_register(pg_catalog.regclass, pg_catalog.text[], p
     pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text[], pg_catalog.jsonb,
     pg_catalog.text[]) IS
     'Register a table as a reconcile target (the caller must own it). The version column (version_column), or several compared in order (version_columns), may be of any type with a default btree operator class. options (jsonb object, NULL for the defaults): max_rejects (integer >= 0), max_reject_share (number from 0 to 1), unknown_columns (''error'' or ''ignore''); a key set to null takes its default (no limit, ''error'').';
+
+-- ---- A manifest given as a relation (issue 23, point 5: 5,000,000 objects) ----
+-- One jsonb holds at most 256 MB, about 1,400,000 manifest entries:
+-- reconcile_batch_table takes the manifest as a table or view with one
+-- entry per row.  A function of its own, not an overload of
+-- reconcile_batch: a quoted literal manifest fits both jsonb and regclass,
+-- so an overload would make every existing call with a literal ambiguous.
+-- The batch id is that of the same entries given as jsonb, so either form
+-- replays the other.  The receipt keeps no copy of such a manifest
+-- (manifest is NULL): its entries are the batch's rows of
+-- reconcile.batch_objects, and the batch id is their digest.
+ALTER TABLE reconcile.receipts ALTER COLUMN manifest DROP NOT NULL;
+COMMENT ON COLUMN reconcile.receipts.manifest IS
+    'The manifest as given to reconcile_batch; NULL for a batch whose manifest was a relation (reconcile_batch_table): its entries are the batch''s rows of reconcile.batch_objects.';
+CREATE FUNCTION reconcile_batch_table(
+    target pg_catalog.regclass,
+    staged pg_catalog.regclass,
+    manifest pg_catalog.regclass,
+    source pg_catalog.text DEFAULT NULL,
+    "cursor" pg_catalog.text DEFAULT NULL,
+    options pg_catalog.jsonb DEFAULT NULL)
+RETURNS SETOF reconcile.receipt
+AS 'MODULE_PATHNAME', 'reconcile_batch_table'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 1;
+COMMENT ON FUNCTION reconcile_batch_table(pg_catalog.regclass, pg_catalog.regclass, pg_catalog.regclass,
+    pg_catalog.text, pg_catalog.text, pg_catalog.jsonb) IS
+    'reconcile_batch with the manifest as a table or view (columns object_key, version_id, content_hash: text; rows: an integer), one entry per row, read with the caller''s rights; the batch id is that of the same manifest as jsonb. For manifests beyond one jsonb (up to 5,000,000 objects). source, cursor and options (the load options) as for reconcile_batch.';

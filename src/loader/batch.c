@@ -14,6 +14,7 @@
 #include "postgres.h"
 
 #include "access/detoast.h"
+#include "catalog/pg_class.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -22,6 +23,8 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 #include "utils/snapmgr.h"
@@ -40,6 +43,7 @@
 #include "common/state.h"
 
 PG_FUNCTION_INFO_V1(reconcile_batch);
+PG_FUNCTION_INFO_V1(reconcile_batch_table);
 
 /*
  * A transaction-level advisory lock on the batch in its target: the
@@ -98,6 +102,74 @@ manifest_parse_argument(Datum arg, Datum *kept)
 	pfree(jb);
 	*kept = PointerGetDatum(compressed);
 	return m;
+}
+
+/*
+ * A manifest relation is a table or view that the caller may read: SELECT
+ * on it, or on the four columns that are read (the query names only them).
+ */
+static const char *const manifest_column_names[] = {
+	"object_key", "version_id", "content_hash", "rows"
+};
+
+static bool
+may_read_manifest(Oid relid)
+{
+	Oid			user = GetUserId();
+
+	if (pg_class_aclcheck(relid, user, ACL_SELECT) == ACLCHECK_OK)
+		return true;
+	for (int i = 0; i < lengthof(manifest_column_names); i++)
+	{
+		AttrNumber	att = get_attnum(relid, manifest_column_names[i]);
+
+		if (att == InvalidAttrNumber ||
+			pg_attribute_aclcheck(relid, att, user, ACL_SELECT) != ACLCHECK_OK)
+			return false;
+	}
+	return true;
+}
+
+static void
+check_manifest_relation(Oid relid)
+{
+	char		relkind;
+
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	relkind = get_rel_relkind(relid);
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE &&
+		relkind != RELKIND_VIEW && relkind != RELKIND_MATVIEW &&
+		relkind != RELKIND_FOREIGN_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("manifest \"%s\" is not a table or view", relation_display_name(relid)),
+				 errhint("Pass a table or view with the columns object_key, version_id, content_hash and rows.")));
+	if (!may_read_manifest(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for relation %s", relation_display_name(relid)),
+				 errdetail("reconcile_batch_table reads the manifest relation with the caller's rights, which need SELECT on it (or on its columns object_key, version_id, content_hash and rows)."),
+				 errhint("Grant SELECT on the manifest relation to the role that runs the batch.")));
+}
+
+/*
+ * Lock, then check: the manifest relation against DDL, its rights checked
+ * again once the lock is granted.
+ */
+static void
+lock_manifest_relation(Oid relid)
+{
+	check_manifest_relation(relid);
+	LockRelationOid(relid, AccessShareLock);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid),
+				 errdetail("It was dropped while waiting for its lock.")));
+	check_manifest_relation(relid);
 }
 
 /* Refuse the batch when an object's staged rows differ from the manifest. */
@@ -249,8 +321,13 @@ check_partial_rules(BatchState *b)
 				 errhint("Load whole rows, or detach the row rules with reconcile_set_rules (dataset checks are supported).")));
 }
 
-Datum
-reconcile_batch(PG_FUNCTION_ARGS)
+/*
+ * The body of reconcile_batch and reconcile_batch_table: the manifest is
+ * argument 2, a jsonb (from_relation false) or the OID of a relation
+ * holding one entry per row.
+ */
+static Datum
+run_batch(FunctionCallInfo fcinfo, const char *funcname, bool from_relation)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		manifest_kept;
@@ -263,9 +340,9 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	StagedShape shape;
 	bool		on_workers = false;
 
-	check_arg_not_null(fcinfo, 0, "target", "reconcile_batch");
-	check_arg_not_null(fcinfo, 1, "staged", "reconcile_batch");
-	check_arg_not_null(fcinfo, 2, "manifest", "reconcile_batch");
+	check_arg_not_null(fcinfo, 0, "target", funcname);
+	check_arg_not_null(fcinfo, 1, "staged", funcname);
+	check_arg_not_null(fcinfo, 2, "manifest", funcname);
 	if (!PG_ARGISNULL(3))
 		source = text_to_cstring(PG_GETARG_TEXT_PP(3));
 	if (!PG_ARGISNULL(4))
@@ -273,13 +350,27 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	if ((source == NULL) != (cursor == NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("arguments source and cursor of reconcile_batch go together"),
+				 errmsg("arguments source and cursor of %s go together", funcname),
 				 errhint("Pass both to move the source's cursor with the batch, or neither.")));
 
 	InitMaterializedSRF(fcinfo, 0);
 
 	b = palloc0(sizeof(BatchState));
-	b->manifest = manifest_parse_argument(PG_GETARG_DATUM(2), &manifest_kept);
+	if (from_relation)
+	{
+		/*
+		 * Lock, then read: the manifest relation is read with the caller's
+		 * rights (SELECT, checked again once locked) under one snapshot
+		 * (manifest.c), and keeps its columns until the batch ends.  The
+		 * receipt keeps no copy of it: its entries are the rows of
+		 * reconcile.batch_objects, and the batch id is their digest.
+		 */
+		lock_manifest_relation(PG_GETARG_OID(2));
+		b->manifest = manifest_read_relation(PG_GETARG_OID(2));
+		manifest_kept = (Datum) 0;
+	}
+	else
+		b->manifest = manifest_parse_argument(PG_GETARG_DATUM(2), &manifest_kept);
 	b->batch_id = b->manifest->batch_id;
 	b->staged = PG_GETARG_OID(1);
 	b->counts = palloc0(sizeof(int64) * DISP_COUNT * b->manifest->nentries);
@@ -334,7 +425,7 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	if (PG_NARGS() <= 5)
 		b->options.ignore_unknown_columns = true;
 	else if (!PG_ARGISNULL(5))
-		load_options_apply(&b->options, PG_GETARG_JSONB_P(5), "reconcile_batch");
+		load_options_apply(&b->options, PG_GETARG_JSONB_P(5), funcname);
 
 	/*
 	 * One session at a time per manifest and target.  A batch is identified
@@ -447,6 +538,27 @@ reconcile_batch(PG_FUNCTION_ARGS)
 	PopActiveSnapshot();
 	SPI_finish();
 	return (Datum) 0;
+}
+
+Datum
+reconcile_batch(PG_FUNCTION_ARGS)
+{
+	return run_batch(fcinfo, "reconcile_batch", false);
+}
+
+/*
+ * reconcile_batch_table(target regclass, staged regclass, manifest regclass,
+ *                       source text DEFAULT NULL, cursor text DEFAULT NULL,
+ *                       options jsonb DEFAULT NULL)
+ *		reconcile_batch with the manifest given as a relation, one entry per
+ *		row: for a manifest larger than one jsonb value may be (256 MB).  A
+ *		function of its own, not an overload of reconcile_batch: a quoted
+ *		literal manifest would fit both jsonb and regclass.
+ */
+Datum
+reconcile_batch_table(PG_FUNCTION_ARGS)
+{
+	return run_batch(fcinfo, "reconcile_batch_table", true);
 }
 
 int			reconcile_write_path = WRITE_PATH_AUTO;

@@ -15,6 +15,9 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/array.h"
@@ -25,6 +28,7 @@
 #include "utils/numeric.h"
 
 #include "common/args.h"
+#include "common/sqlname.h"
 #include "common/jsonbuild.h"
 #include "manifest.h"
 #include "common/sha256.h"
@@ -37,9 +41,16 @@ PG_FUNCTION_INFO_V1(reconcile_canonical_manifest);
 #define manifest_error(n, ...) \
 	ereport(ERROR, \
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE), \
-			 errmsg("invalid manifest entry %d", (n)), \
+			 errmsg("invalid manifest entry %d%s", (n), manifest_where), \
 			 errdetail(__VA_ARGS__), \
 			 errhint("Each manifest entry is an object with the fields object_key, version_id and content_hash (non-empty strings of at most 1024 bytes) and rows (a non-negative integer).")))
+
+/*
+ * Where the entry being read comes from, for its errors: "" for a jsonb
+ * manifest (entries are numbered in the order given), ' of relation "m"'
+ * for a manifest relation (rows numbered in the order read).
+ */
+static const char *manifest_where = "";
 
 /*
  * Object keys and version ids are indexed in reconcile.batch_objects; a
@@ -126,20 +137,26 @@ manifest_max_objects(void)
 }
 
 static char *
+entry_string_bytes(ManifestParse *ps, int n, const char *field, const char *s, int len)
+{
+	if (len == 0)
+		manifest_error(n, "Field \"%s\" must not be empty.", field);
+	if (len > MANIFEST_FIELD_MAX)
+		manifest_error(n, "Field \"%s\" is %d bytes long; the limit is %d bytes.",
+					   field, len, MANIFEST_FIELD_MAX);
+	return arena_strdup(&ps->arena, s, len);
+}
+
+static char *
 entry_string(ManifestParse *ps, int n, const char *field, JsonbValue *v)
 {
 	if (v->type != jbvString)
 		manifest_error(n, "Field \"%s\" must be a string.", field);
-	if (v->val.string.len == 0)
-		manifest_error(n, "Field \"%s\" must not be empty.", field);
-	if (v->val.string.len > MANIFEST_FIELD_MAX)
-		manifest_error(n, "Field \"%s\" is %d bytes long; the limit is %d bytes.",
-					   field, v->val.string.len, MANIFEST_FIELD_MAX);
-	return arena_strdup(&ps->arena, v->val.string.val, v->val.string.len);
+	return entry_string_bytes(ps, n, field, v->val.string.val, v->val.string.len);
 }
 
 static int64
-entry_rows(int n, JsonbValue *v)
+entry_rows_numeric(int n, Numeric num)
 {
 	char	   *text;
 	char	   *shown;
@@ -147,16 +164,12 @@ entry_rows(int n, JsonbValue *v)
 	char	   *end;
 	char	   *point;
 
-	if (v->type != jbvNumeric)
-		manifest_error(n, "Field \"rows\" must be a number.");
-
 	/*
 	 * numeric_out writes 1e3 as 1000 and 2.0 as 2.0: an integral value has
 	 * only zeros after its point.  The value is exact (jsonb keeps numbers
 	 * as numeric), so 2.0000000000000001 is not an integer.
 	 */
-	text = DatumGetCString(DirectFunctionCall1(numeric_out,
-											   NumericGetDatum(v->val.numeric)));
+	text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(num)));
 	shown = show(text, strlen(text));
 	if (text[0] == '-')
 		manifest_error(n, "Field \"rows\" must not be negative, but is %s.", shown);
@@ -174,12 +187,22 @@ entry_rows(int n, JsonbValue *v)
 	return rows;
 }
 
+static int64
+entry_rows(int n, JsonbValue *v)
+{
+	if (v->type != jbvNumeric)
+		manifest_error(n, "Field \"rows\" must be a number.");
+	return entry_rows_numeric(n, v->val.numeric);
+}
+
 static bool
 is_field(JsonbValue *key, const char *name)
 {
 	return key->val.string.len == strlen(name) &&
 		memcmp(key->val.string.val, name, key->val.string.len) == 0;
 }
+
+static void check_entry(ManifestParse *ps, int n, ManifestEntry *entry, bool have_rows);
 
 static void
 parse_entry(ManifestParse *ps, int n, JsonbValue *elem, ManifestEntry *entry)
@@ -224,6 +247,13 @@ parse_entry(ManifestParse *ps, int n, JsonbValue *elem, ManifestEntry *entry)
 						   show(k.val.string.val, k.val.string.len));
 	}
 
+	check_entry(ps, n, entry, have_rows);
+}
+
+/* An entry has every field, and the manifest's names are within bounds. */
+static void
+check_entry(ManifestParse *ps, int n, ManifestEntry *entry, bool have_rows)
+{
 	if (entry->object_key == NULL)
 		manifest_error(n, "Field \"object_key\" is missing.");
 	if (entry->version_id == NULL)
@@ -355,54 +385,41 @@ write_canonical(const Manifest *m, StringInfo buf, Sha256Ctx *sha)
  * object_key, with the batch id filled in.  Memory: the entries and their
  * strings, some 40 bytes per entry besides the strings.
  */
-Manifest *
-manifest_parse(Jsonb *jb)
+/* Check a manifest's size and make room for its entries. */
+static void
+manifest_start(Manifest *m, ManifestParse *ps, int64 nentries)
 {
-	Manifest   *m = palloc0(sizeof(Manifest));
-	ManifestParse	ps = {{NULL, 0}, 0, 0};
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	StringInfoData buf;
-	Sha256Ctx  *sha;
-	uint8		digest[RECONCILE_SHA256_LEN];
-	int			n = 0;
-
-	if (!JB_ROOT_IS_ARRAY(jb) || JB_ROOT_IS_SCALAR(jb))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("manifest must be a JSON array"),
-				 errhint("Pass one object per staged object, for example [{\"object_key\":\"crm/part-0001.csv\",\"version_id\":\"3Lg\",\"content_hash\":\"sha256:...\",\"rows\":5}].")));
-
-	m->nentries = JB_ROOT_COUNT(jb);
-	if (m->nentries == 0)
+	if (nentries == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("manifest has no entries"),
 				 errhint("A batch loads at least one object.")));
-	if (m->nentries > manifest_max_objects())
+	if (nentries > manifest_max_objects())
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("manifest has %d entries; a batch loads at most %d objects",
-						m->nentries, manifest_max_objects()),
+				 errmsg("manifest has " INT64_FORMAT " entries; a batch loads at most %d objects",
+						nentries, manifest_max_objects()),
 				 state_version() < STATE_1_2 ?
 				 errdetail("Schema 1.1 keeps a receipt's objects in one jsonb document; ALTER EXTENSION reconcile UPDATE raises the limit to %d objects.",
 						   MANIFEST_MAX_OBJECTS) : 0,
 				 errhint("Split the objects into several batches, each with a manifest of its own.")));
-	ps.max_name_bytes = state_version() < STATE_1_2 ? MANIFEST_MAX_NAME_BYTES_1_1 :
+	m->nentries = (int) nentries;
+	ps->max_name_bytes = state_version() < STATE_1_2 ? MANIFEST_MAX_NAME_BYTES_1_1 :
 		MANIFEST_MAX_NAME_BYTES;
 	m->entries = palloc_extended(sizeof(ManifestEntry) * m->nentries, MCXT_ALLOC_ZERO);
+}
 
-	it = JsonbIteratorInit(&jb->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (tok != WJB_ELEM)
-			continue;
-		CHECK_FOR_INTERRUPTS();
-		parse_entry(&ps, n + 1, &v, &m->entries[n]);
-		n++;
-	}
-	Assert(n == m->nentries);
+/*
+ * Sort the parsed entries, refuse a version listed twice, and derive the
+ * batch id from the canonical form: the same for a manifest however it
+ * arrived (jsonb or relation).
+ */
+static void
+manifest_finish(Manifest *m)
+{
+	StringInfoData buf;
+	Sha256Ctx  *sha;
+	uint8		digest[RECONCILE_SHA256_LEN];
 
 	/*
 	 * Several versions of one object may be listed (a stage with a
@@ -435,6 +452,201 @@ manifest_parse(Jsonb *jb)
 	reconcile_sha256_end(sha);
 	pfree(buf.data);
 	reconcile_hex(digest, RECONCILE_SHA256_LEN, m->batch_id);
+}
+
+/*
+ * Parse and validate a manifest; the entries come back sorted by
+ * object_key, with the batch id filled in.  Memory: the entries and their
+ * strings, some 40 bytes per entry besides the strings.
+ */
+Manifest *
+manifest_parse(Jsonb *jb)
+{
+	Manifest   *m = palloc0(sizeof(Manifest));
+	ManifestParse ps = {{NULL, 0}, 0, 0};
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			n = 0;
+
+	if (!JB_ROOT_IS_ARRAY(jb) || JB_ROOT_IS_SCALAR(jb))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("manifest must be a JSON array"),
+				 errhint("Pass one object per staged object, for example [{\"object_key\":\"crm/part-0001.csv\",\"version_id\":\"3Lg\",\"content_hash\":\"sha256:...\",\"rows\":5}].")));
+
+	manifest_start(m, &ps, JB_ROOT_COUNT(jb));
+	manifest_where = "";
+	it = JsonbIteratorInit(&jb->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok != WJB_ELEM)
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		parse_entry(&ps, n + 1, &v, &m->entries[n]);
+		n++;
+	}
+	Assert(n == m->nentries);
+	manifest_finish(m);
+	return m;
+}
+
+/* The columns a manifest relation has, in the order of MANIFEST_*. */
+static const char *const manifest_columns[MANIFEST_NFIELDS] = {
+	"object_key", "version_id", "content_hash", "rows"
+};
+
+/* Rows fetched from a manifest relation at a time. */
+#define MANIFEST_FETCH 10000
+
+/*
+ * Check a manifest relation's columns: the three strings text or varchar,
+ * rows an integer or numeric.  Other columns are ignored.  Returns whether
+ * rows is of an integer type (read as bigint) rather than numeric.
+ */
+static bool
+check_relation_columns(Oid relid)
+{
+	bool		rows_integer = false;
+
+	for (int f = 0; f < MANIFEST_NFIELDS; f++)
+	{
+		AttrNumber	att = get_attnum(relid, manifest_columns[f]);
+		Oid			type;
+		bool		ok;
+
+		if (att == InvalidAttrNumber || att < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("manifest relation \"%s\" has no column \"%s\"",
+							relation_display_name(relid), manifest_columns[f]),
+					 errhint("A manifest relation has the columns object_key, version_id and content_hash (text) and rows (an integer).")));
+		type = getBaseType(get_atttype(relid, att));
+		ok = f == MANIFEST_ROWS ?
+			(type == INT2OID || type == INT4OID || type == INT8OID || type == NUMERICOID) :
+			(type == TEXTOID || type == VARCHAROID);
+		if (!ok)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"%s\" of manifest relation \"%s\" has type %s",
+							manifest_columns[f], relation_display_name(relid),
+							format_type_be(get_atttype(relid, att))),
+					 errhint(f == MANIFEST_ROWS ?
+							 "Column \"rows\" of a manifest relation is an integer (smallint, integer, bigint or numeric)." :
+							 "Columns object_key, version_id and content_hash of a manifest relation are text or varchar.")));
+		if (f == MANIFEST_ROWS)
+			rows_integer = type != NUMERICOID;
+	}
+	return rows_integer;
+}
+
+/*
+ * Read a manifest from a relation (a table, view, materialized view or
+ * foreign table with the columns object_key, version_id, content_hash and
+ * rows), with the caller's rights; the caller has locked it and checked
+ * SELECT.  Each row is an entry, validated as a jsonb manifest's entry is
+ * (its errors number the rows in the order read), and the canonical form,
+ * hence the batch id, is that of the same entries given as jsonb.  The
+ * count and the rows are read under one snapshot, taken now.  Memory: the
+ * entries and their strings, as manifest_parse; the relation is fetched
+ * MANIFEST_FETCH rows at a time and never held whole.
+ */
+Manifest *
+manifest_read_relation(Oid relid)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	Manifest   *m = palloc0(sizeof(Manifest));
+	ManifestParse ps = {{NULL, 0}, 0, 0};
+	char	   *rel = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+												 get_rel_name(relid));
+	Portal		portal;
+	SPIPlanPtr	plan;
+	int			n = 0;
+	bool		isnull;
+	int64		count;
+	bool		rows_integer;
+
+	rows_integer = check_relation_columns(relid);
+	manifest_where = psprintf(" of relation \"%s\"", relation_display_name(relid));
+
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_execute(psprintf("SELECT pg_catalog.count(*) FROM %s", rel), true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not count the manifest relation");
+	count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	MemoryContextSwitchTo(outer);
+	manifest_start(m, &ps, count);
+
+	plan = SPI_prepare(psprintf("SELECT object_key::pg_catalog.text, version_id::pg_catalog.text,"
+								" content_hash::pg_catalog.text, \"rows\"::pg_catalog.%s FROM %s",
+								rows_integer ? "int8" : "numeric", rel), 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "could not read the manifest relation: %s", SPI_result_code_string(SPI_result));
+	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, MANIFEST_FETCH);
+		if (SPI_processed == 0)
+			break;
+		MemoryContextSwitchTo(outer);
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[r];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			ManifestEntry *e;
+			char	  **field[3];
+
+			CHECK_FOR_INTERRUPTS();
+			if (n >= m->nentries)
+				elog(ERROR, "manifest relation changed while it was read");
+			e = &m->entries[n];
+			field[0] = &e->object_key;
+			field[1] = &e->version_id;
+			field[2] = &e->content_hash;
+			for (int f = 0; f < 3; f++)
+			{
+				Datum		d = SPI_getbinval(tup, desc, f + 1, &isnull);
+				text	   *t;
+
+				if (isnull)
+				{
+					if (f == 0)
+						manifest_error(n + 1, "Field \"object_key\" is NULL.");
+					manifest_error(n + 1, "Field \"%s\" is NULL in object \"%s\".",
+								   manifest_columns[f], e->object_key);
+				}
+				t = DatumGetTextPP(d);
+				*field[f] = entry_string_bytes(&ps, n + 1, manifest_columns[f],
+											   VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+				if (f < 2)
+					ps.name_bytes += VARSIZE_ANY_EXHDR(t);
+				if ((Pointer) t != DatumGetPointer(d))
+					pfree(t);
+			}
+			{
+				Datum		d = SPI_getbinval(tup, desc, 4, &isnull);
+
+				if (isnull)
+					manifest_error(n + 1, "Field \"rows\" is NULL in object \"%s\".",
+								   e->object_key);
+				if (!rows_integer)
+					e->rows = entry_rows_numeric(n + 1, DatumGetNumeric(d));
+				else if ((e->rows = DatumGetInt64(d)) < 0)
+					manifest_error(n + 1, "Field \"rows\" must not be negative, but is " INT64_FORMAT ".",
+								   e->rows);
+			}
+			check_entry(&ps, n + 1, e, true);
+			n++;
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	PopActiveSnapshot();
+	SPI_finish();
+	if (n != m->nentries)
+		elog(ERROR, "manifest relation changed while it was read");
+	manifest_where = "";
+	manifest_finish(m);
 	return m;
 }
 

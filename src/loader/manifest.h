@@ -41,6 +41,7 @@ typedef struct Manifest
 } Manifest;
 
 extern Manifest *manifest_parse(Jsonb *manifest);
+extern Manifest *manifest_read_relation(Oid relid);
 extern int	manifest_find(const Manifest *manifest, const char *object_key,
 						  const char *version_id);
 extern Datum manifest_array(Manifest *manifest, ManifestField field);

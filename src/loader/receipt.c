@@ -400,8 +400,10 @@ receipt_write(BatchState *b, const char *source, const char *cursor,
 	state_row_set(receipt, "target", target);
 	state_row_set_text(receipt, "source", source);
 	state_row_set_text(receipt, "cursor", cursor);
-	state_row_set(receipt, "manifest",
-				  VARATT_IS_COMPRESSED(DatumGetPointer(manifest)) ? manifest : compress_document(manifest));
+	/* A manifest given as a relation is not kept: batch_objects holds it. */
+	if (manifest != (Datum) 0)
+		state_row_set(receipt, "manifest",
+					  VARATT_IS_COMPRESSED(DatumGetPointer(manifest)) ? manifest : compress_document(manifest));
 	state_row_set(receipt, "staged_rows", Int64GetDatum(staged));
 	for (int d = 0; d < DISP_COUNT; d++)
 		state_row_set(receipt, disposition_names[d], Int64GetDatum(b->totals[d]));
