@@ -254,6 +254,9 @@ extern DiffSpec *diff_validate(Oid source, Oid target, ArrayType *key_columns,
 extern void diff_execute(DiffSpec *spec, Tuplestorestate *findings,
 						 TupleDesc findings_desc, DiffCounts *counts);
 extern int64 diff_findings_total(DiffCounts *counts);
+/* diff_prepare.c: what the tolerances and reconcile_diff_totals accept. */
+extern bool diff_is_numeric_type(Oid basetype);
+extern bool diff_jbv_is_nonnegative(JsonbValue *v);
 extern bool diff_append_where(StringInfo sql, DiffSpec *spec, bool target,
 							  Datum cutoff, bool has_cutoff, Oid *types,
 							  Datum *values, int *nparams);
