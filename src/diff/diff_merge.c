@@ -1121,6 +1121,25 @@ diff_column_counts_jsonb(DiffSpec *spec, DiffCounts *counts)
 }
 
 /*
+ * A tuple descriptor of natts columns whose first five are a finding's, as
+ * reconcile_diff returns them (issue, key, columns, source_values,
+ * target_values); the caller names the others.
+ */
+TupleDesc
+diff_findings_desc(int natts)
+{
+	TupleDesc	desc = CreateTemplateTupleDesc(natts);
+
+	Assert(natts >= DIFF_FINDING_NATTS);
+	TupleDescInitEntry(desc, 1, "issue", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 2, "key", JSONBOID, -1, 0);
+	TupleDescInitEntry(desc, 3, "columns", TEXTARRAYOID, -1, 0);
+	TupleDescInitEntry(desc, 4, "source_values", JSONBOID, -1, 0);
+	TupleDescInitEntry(desc, 5, "target_values", JSONBOID, -1, 0);
+	return desc;
+}
+
+/*
  * A finding into a tuplestore of reconcile_diff's shape: 1.1's five
  * columns, or 1.2's six with the rechecks it survived (NULL when none were
  * asked for, rechecks < 0).

@@ -801,15 +801,9 @@ rows_of_groups(TotalsSpec *ts, List *groups, Tuplestorestate *out, TupleDesc des
 {
 	DiffSpec   *rows = diff_prepare(ts->spec->source, ts->spec->target, ts->row_keys,
 									ts->row_options);
-	TupleDesc	fdesc = CreateTemplateTupleDesc(DIFF_FINDING_NATTS);
+	TupleDesc	fdesc = diff_findings_desc(DIFF_FINDING_NATTS);
 	ListCell   *lc;
 	MemoryContext groupcxt;
-
-	TupleDescInitEntry(fdesc, 1, "issue", TEXTOID, -1, 0);
-	TupleDescInitEntry(fdesc, 2, "key", JSONBOID, -1, 0);
-	TupleDescInitEntry(fdesc, 3, "columns", TEXTARRAYOID, -1, 0);
-	TupleDescInitEntry(fdesc, 4, "source_values", JSONBOID, -1, 0);
-	TupleDescInitEntry(fdesc, 5, "target_values", JSONBOID, -1, 0);
 
 	/* The group columns, as the totals read them, filter the row diff. */
 	rows->group_filter = palloc0(sizeof(DiffGroupFilter));
