@@ -277,6 +277,9 @@ extern void diff_summary_values(DiffSpec *spec, DiffCounts *counts, Datum *value
 /* The four of 1.2: young_keys, stopped, stopped_at_key, rechecks. */
 extern void diff_summary_values_1_2(DiffCounts *counts, Datum *values, bool *nulls);
 
+/* diff_merge.c: numerics within an absolute and/or a relative tolerance. */
+extern bool diff_numeric_within(Datum a, Datum b, bool has_tol, Datum tol,
+								bool has_rel, Datum rel);
 /* A descriptor whose first five columns are a finding's; the caller adds the rest. */
 extern TupleDesc diff_findings_desc(int natts);
 /* A finding into a tuplestore of 1.1's shape or 1.2's (rechecks < 0: NULL). */

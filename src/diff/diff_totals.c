@@ -631,8 +631,6 @@ totals_sql(TotalsSpec *ts, Datum cutoff, bool has_cutoff, Oid *types, Datum *val
 static bool
 measure_equal(TotalsMeasure *m, Datum a, bool an, Datum b, bool bn)
 {
-	Datum		d;
-
 	if (an || bn)
 		return an && bn;
 	if (m->has_eq)
@@ -644,22 +642,7 @@ measure_equal(TotalsMeasure *m, Datum a, bool an, Datum b, bool bn)
 		return true;
 	if (!m->as_numeric || !(m->has_tol || m->has_rel))
 		return false;
-	if (numeric_is_nan(DatumGetNumeric(a)) || numeric_is_nan(DatumGetNumeric(b)) ||
-		numeric_is_inf(DatumGetNumeric(a)) || numeric_is_inf(DatumGetNumeric(b)))
-		return false;
-	d = DirectFunctionCall1(numeric_abs, DirectFunctionCall2(numeric_sub, a, b));
-	if (m->has_tol && DatumGetBool(DirectFunctionCall2(numeric_le, d, m->tol)))
-		return true;
-	if (m->has_rel)
-	{
-		Datum		big = DirectFunctionCall2(numeric_larger,
-											  DirectFunctionCall1(numeric_abs, a),
-											  DirectFunctionCall1(numeric_abs, b));
-
-		return DatumGetBool(DirectFunctionCall2(numeric_le, d,
-												DirectFunctionCall2(numeric_mul, m->rel, big)));
-	}
-	return false;
+	return diff_numeric_within(a, b, m->has_tol, m->tol, m->has_rel, m->rel);
 }
 
 /* A side's measures as an object, {"count(*)": 3, "sum(amount)": 10.5}. */
