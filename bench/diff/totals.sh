@@ -43,58 +43,13 @@ while [ $# -gt 0 ]; do
 done
 require_root
 
-OUT=$ROOT/bench/out/totals
-SRC_PORT=$PORT
-TGT_PORT=$((PORT + 1))
+# shellcheck source=bench/two_clusters.sh
+source "$ROOT/bench/two_clusters.sh"
+two_clusters_init "$ROOT/bench/out/totals" "$PORT"
 PROXY_PORT=$((PORT + 2))
-SOCK=$OUT/sock
-STATS=$OUT/stats
-PIDS=()
-
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	if [ "$KEEP" = 0 ]; then
-		for c in src tgt; do
-			[ -d "$OUT/$c" ] && runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$OUT/$c" -m fast stop >/dev/null 2>&1 || true
-		done
-		rm -rf "$OUT/src" "$OUT/tgt"
-	fi
-}
-trap cleanup EXIT
-
-if [ "$INSTALL" = 1 ]; then
-	log "make install"
-	make -s -C "$ROOT" PG_CONFIG="$PG_BINDIR/pg_config" install >/dev/null
-fi
-mkdir -p "$OUT"
-rm -rf "$OUT/src" "$OUT/tgt" "$SOCK" "$STATS"
-mkdir -p "$SOCK"
-: >"$STATS"
-chown postgres:postgres "$OUT" "$SOCK"
-for c in src tgt; do
-	port=$SRC_PORT
-	[ $c = tgt ] && port=$TGT_PORT
-	runuser -u postgres -- "$PG_BINDIR/initdb" -D "$OUT/$c" -U postgres --auth=trust \
-		--encoding=UTF8 --locale=C.UTF-8 >/dev/null
-	cat >>"$OUT/$c/postgresql.conf" <<CONF
-port = $port
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$SOCK'
-fsync = off
-shared_buffers = 256MB
-max_parallel_workers_per_gather = 0
-CONF
-	runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$OUT/$c" -l "$OUT/$c.log" -w start >/dev/null
-done
-export PGHOST=$SOCK PGUSER=postgres
-PSQL=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1)
-src() { "${PSQL[@]}" -p "$SRC_PORT" -d bench "$@"; }
-tgt() { "${PSQL[@]}" -p "$TGT_PORT" -d bench "$@"; }
-"${PSQL[@]}" -p "$SRC_PORT" -d postgres -c 'CREATE DATABASE bench'
-"${PSQL[@]}" -p "$TGT_PORT" -d postgres -c 'CREATE DATABASE bench'
-python3 "$ROOT/bench/xdiff/proxy.py" "$PROXY_PORT" "$SRC_PORT" "$STATS" &
-PIDS+=($!)
+[ "$INSTALL" = 1 ] && two_clusters_make_install
+two_clusters_start
+two_clusters_proxy "$PROXY_PORT"
 sleep 1
 
 # N rows over 365 days, in three currencies.
@@ -121,17 +76,10 @@ INSERT INTO ledger SELECT $ROWS + i, date '2026-06-01', 'EUR', 1, 'extra' FROM p
 log "setup took $(($(date +%s) - start)) s"
 SRC_BYTES=$(src -Atc "SELECT pg_relation_size('ledger')")
 
-measure() {
-	local name=$1 t0 t1 lines0
-	shift
-	lines0=$(wc -l <"$STATS" 2>/dev/null || echo 0)
-	t0=$(date +%s.%N)
-	tgt -Atc "$1" >"$OUT/$name.out" 2>&1 || { cat "$OUT/$name.out"; die "$name failed"; }
-	t1=$(date +%s.%N)
-	sleep 1  # the proxy writes a connection's line when it closes
-	BYTES=$(tail -n +"$((lines0 + 1))" "$STATS" | awk '{s += $1 + $2} END {print s + 0}')
-	SECS=$(echo "$t1 - $t0" | bc)
-	FOUND=$(cat "$OUT/$name.out")
+# count NAME SQL: measure SQL on the target; FOUND is its one value.
+count() {
+	measure "$1" tgt -Atc "$2"
+	FOUND=$(cat "$OUT/last.out")
 }
 
 printf '\ncontrol totals across servers, %s rows per side, %s differences, %s (%s)\n' "$ROWS" "$DIFFS" \
@@ -140,21 +88,21 @@ printf 'source table: %s MB on disk; loopback TCP through a counting proxy\n\n' 
 	"$(echo "scale=1; $SRC_BYTES / 1000000" | bc)"
 printf '| method | result rows | seconds | kB across |\n|---|---|---|---|\n'
 if [[ " $METHODS " == *" totals "* ]]; then
-measure totals "SELECT count(*) FROM reconcile_diff_totals('f_ledger', 'ledger', '{day}',
+count totals "SELECT count(*) FROM reconcile_diff_totals('f_ledger', 'ledger', '{day}',
     '{\"amount\": [\"sum\", \"max\"]}')"
 printf '| totals per day (count, sum, max) | %s | %.1f | %.1f |\n' "$FOUND" "$SECS" "$(echo "$BYTES / 1000" | bc -l)"
 fi
 if [[ " $METHODS " == *" totals_cur "* ]]; then
-measure totals_cur "SELECT count(*) FROM reconcile_diff_totals('f_ledger', 'ledger', '{day,currency}',
+count totals_cur "SELECT count(*) FROM reconcile_diff_totals('f_ledger', 'ledger', '{day,currency}',
     '{\"amount\": [\"sum\"]}')"
 printf '| totals per day and currency (count, sum) | %s | %.1f | %.1f |\n' "$FOUND" "$SECS" "$(echo "$BYTES / 1000" | bc -l)"
 fi
 if [[ " $METHODS " == *" rowdiff "* ]]; then
-measure rowdiff "SELECT count(*) FROM reconcile_diff('f_ledger', 'ledger', '{id}', '{\"compare\": [\"day\", \"currency\", \"amount\"]}')"
+count rowdiff "SELECT count(*) FROM reconcile_diff('f_ledger', 'ledger', '{id}', '{\"compare\": [\"day\", \"currency\", \"amount\"]}')"
 printf '| row diff, checksums (reconcile_diff) | %s | %.1f | %.1f |\n' "$FOUND" "$SECS" "$(echo "$BYTES / 1000" | bc -l)"
 fi
 if [[ " $METHODS " == *" then_rows "* ]]; then
-measure then_rows "SELECT count(*) FROM reconcile_diff_totals('f_ledger', 'ledger', '{day}',
+count then_rows "SELECT count(*) FROM reconcile_diff_totals('f_ledger', 'ledger', '{day}',
     '{\"amount\": [\"sum\"]}', '{\"then_rows\": true, \"key_columns\": [\"id\"], \"row_options\": {\"compare\": [\"day\", \"currency\", \"amount\"]}}')"
 printf '| totals per day, then_rows | %s | %.1f | %.1f |\n' "$FOUND" "$SECS" "$(echo "$BYTES / 1000" | bc -l)"
 fi

@@ -49,68 +49,14 @@ done
 [[ $REPEAT =~ ^[1-9][0-9]*$ ]] || die "--repeat takes a positive number of rounds, not '$REPEAT'"
 require_root
 
-OUT=$ROOT/bench/out/repair
-SRC_PORT=$PORT
-TGT_PORT=$((PORT + 1))
+# shellcheck source=bench/two_clusters.sh
+source "$ROOT/bench/two_clusters.sh"
+two_clusters_init "$ROOT/bench/out/repair" "$PORT"
 PROXY_PORT=$((PORT + 2))
-SOCK=$OUT/sock
-STATS=$OUT/stats
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	if [ "$KEEP" = 0 ]; then
-		for c in src tgt; do
-			[ -d "$OUT/$c" ] && runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$OUT/$c" -m fast stop >/dev/null 2>&1 || true
-		done
-		rm -rf "$OUT/src" "$OUT/tgt"
-	fi
-}
-trap cleanup EXIT
-
-if [ "$INSTALL" = 1 ]; then
-	log "make install"
-	make -s -C "$ROOT" PG_CONFIG="$PG_BINDIR/pg_config" install >/dev/null
-fi
-if ! command -v pg_comparator >/dev/null; then
-	log "installing postgresql-comparator"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql-comparator >/dev/null
-fi
-PKGLIB=$("$PG_BINDIR/pg_config" --pkglibdir)
-SHAREDIR=$("$PG_BINDIR/pg_config" --sharedir)
-if [ ! -f "$PKGLIB/pgcmp.so" ]; then
-	cp "/usr/lib/postgresql/$PG_MAJOR/lib/pgcmp.so" "$PKGLIB/"
-	cp "/usr/share/postgresql/$PG_MAJOR/extension/"pgcmp* "$SHAREDIR/extension/"
-fi
-
-mkdir -p "$OUT"
-rm -rf "$OUT/src" "$OUT/tgt" "$SOCK" "$STATS"
-mkdir -p "$SOCK"
-chown postgres:postgres "$OUT" "$SOCK"
-for c in src tgt; do
-	port=$SRC_PORT
-	[ $c = tgt ] && port=$TGT_PORT
-	runuser -u postgres -- "$PG_BINDIR/initdb" -D "$OUT/$c" -U postgres --auth=trust \
-		--encoding=UTF8 --locale=C.UTF-8 >/dev/null
-	cat >>"$OUT/$c/postgresql.conf" <<EOF
-port = $port
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$SOCK'
-fsync = off
-shared_buffers = 256MB
-max_parallel_workers_per_gather = 0
-EOF
-	runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$OUT/$c" -l "$OUT/$c.log" -w start >/dev/null
-done
-export PGHOST=$SOCK PGUSER=postgres
-PSQL=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1)
-src() { "${PSQL[@]}" -p "$SRC_PORT" -d bench "$@"; }
-tgt() { "${PSQL[@]}" -p "$TGT_PORT" -d bench "$@"; }
-"${PSQL[@]}" -p "$SRC_PORT" -d postgres -c 'CREATE DATABASE bench'
-"${PSQL[@]}" -p "$TGT_PORT" -d postgres -c 'CREATE DATABASE bench'
-: >"$STATS"
-python3 "$ROOT/bench/xdiff/proxy.py" "$PROXY_PORT" "$SRC_PORT" "$STATS" &
-PIDS+=($!)
+[ "$INSTALL" = 1 ] && two_clusters_make_install
+two_clusters_install_pgcmp
+two_clusters_start
+two_clusters_proxy "$PROXY_PORT"
 sleep 1
 
 COLS="id integer, c1 integer, c2 bigint, c3 numeric(12,2), c4 text, c5 varchar(40), c6 timestamptz, c7 date, c8 boolean"
@@ -137,18 +83,6 @@ WITH picks AS (SELECT i, (i * ($ROWS / greatest($D, 1)))::integer - ($ROWS / gre
 INSERT INTO src SELECT $ROWS + i, 1, 1, 1, 'extra', 'extra', now(), current_date, true
 FROM picks WHERE i % 4 = 3" -c "ALTER TABLE src RENAME TO damaged"
 log "setup took $(($(date +%s) - start)) s"
-
-measure() {
-	local name=$1 t0 t1 lines0
-	shift
-	lines0=$(wc -l <"$STATS" 2>/dev/null || echo 0)
-	t0=$(date +%s.%N)
-	"$@" >"$OUT/last.out" 2>&1 || { cat "$OUT/last.out"; die "$name failed"; }
-	t1=$(date +%s.%N)
-	sleep 1  # the proxy writes a connection's line when it closes
-	BYTES=$(tail -n +"$((lines0 + 1))" "$STATS" | awk '{s += $1 + $2} END {print s + 0}')
-	SECS=$(echo "$t1 - $t0" | bc)
-}
 
 SETS="c1 = EXCLUDED.c1, c2 = EXCLUDED.c2, c3 = EXCLUDED.c3, c4 = EXCLUDED.c4, c5 = EXCLUDED.c5, c6 = EXCLUDED.c6, c7 = EXCLUDED.c7, c8 = EXCLUDED.c8"
 HAND="
@@ -189,14 +123,7 @@ done
 printf '\nratios'
 [ "$REPEAT" -gt 1 ] && printf ': median [min, max] over %s interleaved rounds' "$REPEAT"
 printf '\n\n| | time | bytes across |\n|---|---|---|\n'
-awk -F'\t' '
-function spread(list, fmt,    v, n, i, j, x, m) {
-	n = split(list, v, " ")
-	for (i = 2; i <= n; i++) { x = v[i] + 0; for (j = i - 1; j >= 1 && v[j] + 0 > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
-	m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-	if (n == 1) return sprintf(fmt, m)
-	return sprintf(fmt " [" fmt ", " fmt "]", m, v[1], v[n])
-}
+awk -F'\t' "$AWK_SPREAD"'
 { t[$1, $2] = $3; b[$1, $2] = $4; if ($1 > n) n = $1 }
 END {
 	split("hand pgcmp diff", others, " ")

@@ -59,74 +59,16 @@ done
 [[ $REPEAT =~ ^[1-9][0-9]*$ ]] || die "--repeat takes a positive number of rounds, not '$REPEAT'"
 require_root
 
-OUT=$ROOT/bench/out/xdiff
-SRC_PORT=$PORT
-TGT_PORT=$((PORT + 1))
+# shellcheck source=bench/two_clusters.sh
+source "$ROOT/bench/two_clusters.sh"
+two_clusters_init "$ROOT/bench/out/xdiff" "$PORT"
 FAST_PORT=$((PORT + 2))
 SLOW_PORT=$((PORT + 3))
-SOCK=$OUT/sock
-STATS=$OUT/stats
-PIDS=()
-
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	if [ "$KEEP" = 0 ]; then
-		for c in src tgt; do
-			[ -d "$OUT/$c" ] && runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$OUT/$c" -m fast stop >/dev/null 2>&1 || true
-		done
-		rm -rf "$OUT/src" "$OUT/tgt"
-	fi
-}
-trap cleanup EXIT
-
-if [ "$INSTALL" = 1 ]; then
-	log "make install"
-	make -s -C "$ROOT" PG_CONFIG="$PG_BINDIR/pg_config" install >/dev/null
-fi
-if ! command -v pg_comparator >/dev/null; then
-	log "installing postgresql-comparator"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql-comparator >/dev/null
-fi
-# pg_comparator's checksum functions (extension pgcmp), into the PostgreSQL
-# the clusters run when it is not the system's.
-PKGLIB=$("$PG_BINDIR/pg_config" --pkglibdir)
-SHARE=$("$PG_BINDIR/pg_config" --sharedir)
-if [ ! -f "$PKGLIB/pgcmp.so" ]; then
-	cp "/usr/lib/postgresql/$PG_MAJOR/lib/pgcmp.so" "$PKGLIB/"
-	cp "/usr/share/postgresql/$PG_MAJOR/extension/"pgcmp* "$SHARE/extension/"
-fi
-
-mkdir -p "$OUT"
-rm -rf "$OUT/src" "$OUT/tgt" "$SOCK"
-mkdir -p "$SOCK"
-chown postgres:postgres "$OUT" "$SOCK"
-for c in src tgt; do
-	port=$SRC_PORT
-	[ $c = tgt ] && port=$TGT_PORT
-	runuser -u postgres -- "$PG_BINDIR/initdb" -D "$OUT/$c" -U postgres --auth=trust \
-		--encoding=UTF8 --locale=C.UTF-8 >/dev/null
-	cat >>"$OUT/$c/postgresql.conf" <<EOF
-port = $port
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$SOCK'
-fsync = off
-shared_buffers = 256MB
-max_parallel_workers_per_gather = 0
-EOF
-	runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$OUT/$c" -l "$OUT/$c.log" -w start >/dev/null
-done
-export PGHOST=$SOCK PGUSER=postgres
-PSQL=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1)
-src() { "${PSQL[@]}" -p "$SRC_PORT" -d bench "$@"; }
-tgt() { "${PSQL[@]}" -p "$TGT_PORT" -d bench "$@"; }
-"${PSQL[@]}" -p "$SRC_PORT" -d postgres -c 'CREATE DATABASE bench'
-"${PSQL[@]}" -p "$TGT_PORT" -d postgres -c 'CREATE DATABASE bench'
-
-python3 "$ROOT/bench/xdiff/proxy.py" "$FAST_PORT" "$SRC_PORT" "$STATS" &
-PIDS+=($!)
-python3 "$ROOT/bench/xdiff/proxy.py" "$SLOW_PORT" "$SRC_PORT" "$STATS" --mbit 100 --delay-ms 1 &
-PIDS+=($!)
+[ "$INSTALL" = 1 ] && two_clusters_make_install
+two_clusters_install_pgcmp
+two_clusters_start
+two_clusters_proxy "$FAST_PORT"
+two_clusters_proxy "$SLOW_PORT" --mbit 100 --delay-ms 1
 sleep 1
 
 # The same N rows on both servers: an int key and 8 columns of mixed types.
@@ -174,19 +116,6 @@ done
 src -c 'SELECT count(*) FROM src' >/dev/null
 log "setup took $(($(date +%s) - start)) s"
 SRC_BYTES=$(src -Atc "SELECT pg_relation_size('src')")
-
-# measure NAME COMMAND...: seconds and bytes through the proxies.
-measure() {
-	local name=$1 t0 t1 lines0
-	shift
-	lines0=$(wc -l <"$STATS" 2>/dev/null || echo 0)
-	t0=$(date +%s.%N)
-	"$@" >"$OUT/last.out" 2>&1 || { cat "$OUT/last.out"; die "$name failed"; }
-	t1=$(date +%s.%N)
-	sleep 1  # the proxies write a connection's line when it closes
-	BYTES=$(tail -n +"$((lines0 + 1))" "$STATS" | awk '{s += $1 + $2} END {print s + 0}')
-	SECS=$(echo "$t1 - $t0" | bc)
-}
 
 printf '\ncross-server diff benchmark, %s rows per side, %s (%s)\n' "$ROWS" \
 	"$(date -u +%FT%TZ)" "$(git -C "$ROOT" rev-parse --short HEAD)"
@@ -245,17 +174,7 @@ printf '\nratios (checksum against the others; time and bytes across)'
 [ "$REPEAT" -gt 1 ] && printf ': median [min, max] over %s interleaved rounds' "$REPEAT"
 printf '\n\n'
 printf '| link | differences | bytes / pull | bytes / pg_comparator | bytes / source table on disk | time / pull | time / pg_comparator | async: time / pull | async: time / pg_comparator |\n|---|---|---|---|---|---|---|---|---|\n'
-awk -F'\t' -v src="$SRC_BYTES" '
-# spread(list): "median [min, max]" of a space-separated list of numbers
-# (one number alone: just it).
-function spread(list, fmt,    v, n, i, j, x, m) {
-	n = split(list, v, " ")
-	if (n == 0) return ""
-	for (i = 2; i <= n; i++) { x = v[i] + 0; for (j = i - 1; j >= 1 && v[j] + 0 > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
-	m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-	if (n == 1) return sprintf(fmt, m)
-	return sprintf(fmt " [" fmt ", " fmt "]", m, v[1], v[n])
-}
+awk -F'\t' -v src="$SRC_BYTES" "$AWK_SPREAD"'
 { k = $1 " " $2; r = $7; t[k, r, $3] = $5; b[k, r, $3] = $6
   if (!(k in seen)) { seen[k] = 1; order[n++] = k }
   if (!((k, r) in rs)) { rs[k, r] = 1; rounds[k] = rounds[k] " " r } }

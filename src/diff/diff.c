@@ -172,13 +172,8 @@ recheck_once(DiffSpec *spec, DiffHeld *held, int64 n)
 static TupleDesc
 held_desc(DiffSpec *spec)
 {
-	TupleDesc	desc = CreateTemplateTupleDesc(DIFF_FINDING_NATTS + spec->nkeys);
+	TupleDesc	desc = diff_findings_desc(DIFF_FINDING_NATTS + spec->nkeys);
 
-	TupleDescInitEntry(desc, 1, "issue", TEXTOID, -1, 0);
-	TupleDescInitEntry(desc, 2, "key", JSONBOID, -1, 0);
-	TupleDescInitEntry(desc, 3, "columns", TEXTARRAYOID, -1, 0);
-	TupleDescInitEntry(desc, 4, "source_values", JSONBOID, -1, 0);
-	TupleDescInitEntry(desc, 5, "target_values", JSONBOID, -1, 0);
 	for (int i = 0; i < spec->nkeys; i++)
 		TupleDescInitEntry(desc, DIFF_FINDING_NATTS + 1 + i, NULL, spec->keys[i].typid, -1, 0);
 	return desc;

@@ -254,6 +254,9 @@ extern DiffSpec *diff_validate(Oid source, Oid target, ArrayType *key_columns,
 extern void diff_execute(DiffSpec *spec, Tuplestorestate *findings,
 						 TupleDesc findings_desc, DiffCounts *counts);
 extern int64 diff_findings_total(DiffCounts *counts);
+/* diff_prepare.c: what the tolerances and reconcile_diff_totals accept. */
+extern bool diff_is_numeric_type(Oid basetype);
+extern bool diff_jbv_is_nonnegative(JsonbValue *v);
 extern bool diff_append_where(StringInfo sql, DiffSpec *spec, bool target,
 							  Datum cutoff, bool has_cutoff, Oid *types,
 							  Datum *values, int *nparams);
@@ -274,6 +277,11 @@ extern void diff_summary_values(DiffSpec *spec, DiffCounts *counts, Datum *value
 /* The four of 1.2: young_keys, stopped, stopped_at_key, rechecks. */
 extern void diff_summary_values_1_2(DiffCounts *counts, Datum *values, bool *nulls);
 
+/* diff_merge.c: numerics within an absolute and/or a relative tolerance. */
+extern bool diff_numeric_within(Datum a, Datum b, bool has_tol, Datum tol,
+								bool has_rel, Datum rel);
+/* A descriptor whose first five columns are a finding's; the caller adds the rest. */
+extern TupleDesc diff_findings_desc(int natts);
 /* A finding into a tuplestore of 1.1's shape or 1.2's (rechecks < 0: NULL). */
 extern void diff_put_finding(Tuplestorestate *ts, TupleDesc desc, Datum *values,
 							 bool *nulls, int rechecks);

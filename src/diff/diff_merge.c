@@ -478,6 +478,34 @@ within_usecs(int64 a, int64 b, int64 tol)
 	return d <= tol;
 }
 
+/*
+ * Whether two numerics are within a tolerance: |a - b| <= tol (has_tol), or
+ * |a - b| <= rel * greatest(|a|, |b|) (has_rel).  NaN and infinities are
+ * within no tolerance.
+ */
+bool
+diff_numeric_within(Datum a, Datum b, bool has_tol, Datum tol, bool has_rel, Datum rel)
+{
+	Numeric		na = DatumGetNumeric(a);
+	Numeric		nb = DatumGetNumeric(b);
+	Datum		d;
+	Datum		big;
+
+	if (numeric_is_nan(na) || numeric_is_nan(nb) ||
+		numeric_is_inf(na) || numeric_is_inf(nb))
+		return false;
+	d = DirectFunctionCall1(numeric_abs, DirectFunctionCall2(numeric_sub, a, b));
+	if (has_tol && DatumGetBool(DirectFunctionCall2(numeric_le, d, tol)))
+		return true;
+	if (!has_rel)
+		return false;
+	big = DirectFunctionCall2(numeric_larger,
+							  DirectFunctionCall1(numeric_abs, a),
+							  DirectFunctionCall1(numeric_abs, b));
+	return DatumGetBool(DirectFunctionCall2(numeric_le, d,
+											DirectFunctionCall2(numeric_mul, rel, big)));
+}
+
 static bool
 values_equal(DiffColumn *c, Datum a, bool an, Datum b, bool bn)
 {
@@ -495,30 +523,7 @@ values_equal(DiffColumn *c, Datum a, bool an, Datum b, bool bn)
 		case DIFF_TOL_NONE:
 			return false;
 		case DIFF_TOL_NUMERIC:
-			{
-				Numeric		na = DatumGetNumeric(a);
-				Numeric		nb = DatumGetNumeric(b);
-				Datum		d;
-
-				if (numeric_is_nan(na) || numeric_is_nan(nb) ||
-					numeric_is_inf(na) || numeric_is_inf(nb))
-					return false;
-				d = DirectFunctionCall1(numeric_abs,
-										DirectFunctionCall2(numeric_sub, a, b));
-				if (DatumGetBool(DirectFunctionCall2(numeric_le, d, c->tol_numeric)))
-					return true;
-				if (c->has_rel_tol)
-				{
-					/* |a - b| <= rel_tol * greatest(|a|, |b|) */
-					Datum		big = DirectFunctionCall2(numeric_larger,
-														  DirectFunctionCall1(numeric_abs, a),
-														  DirectFunctionCall1(numeric_abs, b));
-
-					return DatumGetBool(DirectFunctionCall2(numeric_le, d,
-															DirectFunctionCall2(numeric_mul, c->rel_tol, big)));
-				}
-				return false;
-			}
+			return diff_numeric_within(a, b, true, c->tol_numeric, c->has_rel_tol, c->rel_tol);
 		case DIFF_TOL_TIME:
 			switch (c->basetype)
 			{
@@ -1118,6 +1123,25 @@ diff_column_counts_jsonb(DiffSpec *spec, DiffCounts *counts)
 	}
 	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	return JsonbValueToJsonb(res);
+}
+
+/*
+ * A tuple descriptor of natts columns whose first five are a finding's, as
+ * reconcile_diff returns them (issue, key, columns, source_values,
+ * target_values); the caller names the others.
+ */
+TupleDesc
+diff_findings_desc(int natts)
+{
+	TupleDesc	desc = CreateTemplateTupleDesc(natts);
+
+	Assert(natts >= DIFF_FINDING_NATTS);
+	TupleDescInitEntry(desc, 1, "issue", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 2, "key", JSONBOID, -1, 0);
+	TupleDescInitEntry(desc, 3, "columns", TEXTARRAYOID, -1, 0);
+	TupleDescInitEntry(desc, 4, "source_values", JSONBOID, -1, 0);
+	TupleDescInitEntry(desc, 5, "target_values", JSONBOID, -1, 0);
+	return desc;
 }
 
 /*

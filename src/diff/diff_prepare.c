@@ -512,10 +512,14 @@ read_as_numeric(DiffColumn *c)
 	}
 }
 
-static void
-set_tolerance(DiffSpec *spec, DiffColumn *c, JsonbValue *v)
+/*
+ * Whether a (base) type is one of the numbers a tolerance, a relative
+ * tolerance or a sum applies to: smallint to numeric, real, double precision.
+ */
+bool
+diff_is_numeric_type(Oid basetype)
 {
-	switch (c->basetype)
+	switch (basetype)
 	{
 		case INT2OID:
 		case INT4OID:
@@ -523,22 +527,42 @@ set_tolerance(DiffSpec *spec, DiffColumn *c, JsonbValue *v)
 		case FLOAT4OID:
 		case FLOAT8OID:
 		case NUMERICOID:
-			if (v->type != jbvNumeric)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("tolerance of column \"%s\" must be a number", c->name),
-						 errdetail("Column \"%s\" is of type %s; its tolerance is the largest absolute difference that still counts as equal.",
-								   c->name, format_type_be(c->typid))));
-			if (numeric_is_nan(v->val.numeric) ||
-				DatumGetBool(DirectFunctionCall2(numeric_lt, NumericGetDatum(v->val.numeric),
-												 DirectFunctionCall1(int4_numeric, Int32GetDatum(0)))))
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("tolerance of column \"%s\" must not be negative", c->name)));
-			c->tolerance = DIFF_TOL_NUMERIC;
-			c->tol_numeric = datumCopy(NumericGetDatum(v->val.numeric), false, -1);
-			read_as_numeric(c);
-			break;
+			return true;
+	}
+	return false;
+}
+
+/* Whether a JSON value is a number, not NaN and not below zero. */
+bool
+diff_jbv_is_nonnegative(JsonbValue *v)
+{
+	return v->type == jbvNumeric && !numeric_is_nan(v->val.numeric) &&
+		!DatumGetBool(DirectFunctionCall2(numeric_lt, NumericGetDatum(v->val.numeric),
+										  DirectFunctionCall1(int4_numeric, Int32GetDatum(0))));
+}
+
+static void
+set_tolerance(DiffSpec *spec, DiffColumn *c, JsonbValue *v)
+{
+	if (diff_is_numeric_type(c->basetype))
+	{
+		if (v->type != jbvNumeric)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("tolerance of column \"%s\" must be a number", c->name),
+					 errdetail("Column \"%s\" is of type %s; its tolerance is the largest absolute difference that still counts as equal.",
+							   c->name, format_type_be(c->typid))));
+		if (!diff_jbv_is_nonnegative(v))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("tolerance of column \"%s\" must not be negative", c->name)));
+		c->tolerance = DIFF_TOL_NUMERIC;
+		c->tol_numeric = datumCopy(NumericGetDatum(v->val.numeric), false, -1);
+		read_as_numeric(c);
+		return;
+	}
+	switch (c->basetype)
+	{
 		case DATEOID:
 		case TIMEOID:
 		case TIMESTAMPOID:
@@ -1208,26 +1232,14 @@ set_precision(DiffSpec *spec, DiffColumn *c, JsonbValue *v)
 static void
 set_relative_tolerance(DiffColumn *c, JsonbValue *v)
 {
-	switch (c->basetype)
-	{
-		case INT2OID:
-		case INT4OID:
-		case INT8OID:
-		case FLOAT4OID:
-		case FLOAT8OID:
-		case NUMERICOID:
-			break;
-		default:
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("column \"%s\" of type %s cannot have a relative tolerance",
-							c->name, format_type_be(c->typid)),
-					 errdetail("A relative tolerance applies to numeric columns (smallint to numeric, real, double precision)."),
-					 errhint("Leave the column out of option \"relative_tolerance\".")));
-	}
-	if (v->type != jbvNumeric || numeric_is_nan(v->val.numeric) ||
-		DatumGetBool(DirectFunctionCall2(numeric_lt, NumericGetDatum(v->val.numeric),
-										 DirectFunctionCall1(int4_numeric, Int32GetDatum(0)))))
+	if (!diff_is_numeric_type(c->basetype))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("column \"%s\" of type %s cannot have a relative tolerance",
+						c->name, format_type_be(c->typid)),
+				 errdetail("A relative tolerance applies to numeric columns (smallint to numeric, real, double precision)."),
+				 errhint("Leave the column out of option \"relative_tolerance\".")));
+	if (!diff_jbv_is_nonnegative(v))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("relative tolerance of column \"%s\" must be a non-negative number", c->name),

@@ -248,13 +248,8 @@ resolve_job_relation(DiffJob *job, const char *side, const char *name)
 static TupleDesc
 findings_desc(void)
 {
-	TupleDesc	desc = CreateTemplateTupleDesc(DIFF_FINDING_NATTS_1_2);
+	TupleDesc	desc = diff_findings_desc(DIFF_FINDING_NATTS_1_2);
 
-	TupleDescInitEntry(desc, 1, "issue", TEXTOID, -1, 0);
-	TupleDescInitEntry(desc, 2, "key", JSONBOID, -1, 0);
-	TupleDescInitEntry(desc, 3, "columns", TEXTARRAYOID, -1, 0);
-	TupleDescInitEntry(desc, 4, "source_values", JSONBOID, -1, 0);
-	TupleDescInitEntry(desc, 5, "target_values", JSONBOID, -1, 0);
 	TupleDescInitEntry(desc, 6, "rechecks", INT4OID, -1, 0);
 	return desc;
 }

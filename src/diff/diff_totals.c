@@ -107,28 +107,6 @@ name_in(const char *name, const char *const *list, int n)
 	return false;
 }
 
-static bool
-is_numeric_type(Oid t)
-{
-	switch (t)
-	{
-		case INT2OID:
-		case INT4OID:
-		case INT8OID:
-		case FLOAT4OID:
-		case FLOAT8OID:
-		case NUMERICOID:
-			return true;
-	}
-	return false;
-}
-
-static Datum
-numeric_zero(void)
-{
-	return DirectFunctionCall1(int4_numeric, Int32GetDatum(0));
-}
-
 /* ---------------------------------------------------------------------
  * Reading the arguments
  * ---------------------------------------------------------------------
@@ -146,7 +124,6 @@ read_measures(Jsonb *measures, int *n)
 {
 	JsonbIterator *it;
 	JsonbValue	v;
-	JsonbIteratorToken r;
 	char	   *column = NULL;
 	MeasureDraft *out;
 	int			cap = 8;
@@ -161,15 +138,12 @@ read_measures(Jsonb *measures, int *n)
 				 errmsg("measures must be a JSON object from column names to arrays of aggregates"),
 				 errhint("Pass for example '{\"amount\": [\"sum\", \"max\"], \"*\": [\"count\"]}', or '{}' for row counts only.")));
 	it = JsonbIteratorInit(&measures->root);
-	while ((r = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	while (jsonb_object_next(&it, &column, &v))
 	{
 		JsonbIterator *ait;
 		JsonbValue	e;
+		JsonbIteratorToken r;
 
-		if (r != WJB_KEY)
-			continue;
-		column = pnstrdup(v.val.string.val, v.val.string.len);
-		r = JsonbIteratorNext(&it, &v, true);
 		if (!jbv_is_array(&v))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -224,13 +198,15 @@ read_measures(Jsonb *measures, int *n)
 static Jsonb *
 split_options(Jsonb *options, MeasureDraft *md, int nmd, JsonbValue **own, Jsonb **inherited)
 {
-	JsonbParseState *st = NULL;
+	JsonbParseState *st = NULL;		/* the diff's options */
+	JsonbParseState *ist = NULL;	/* what the row diff of then_rows inherits */
 	JsonbIterator *it;
 	JsonbValue	v;
-	JsonbIteratorToken r;
 	JsonbValue *res;
+	char	   *name;
 
 	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+	pushJsonbValue(&ist, WJB_BEGIN_OBJECT, NULL);
 	if (options != NULL)
 	{
 		if (!JB_ROOT_IS_OBJECT(options))
@@ -239,18 +215,15 @@ split_options(Jsonb *options, MeasureDraft *md, int nmd, JsonbValue **own, Jsonb
 					 errmsg("options must be a JSON object"),
 					 errhint("Pass for example '{\"tolerance\": {\"sum(amount)\": 0.01}}', or '{}' for none.")));
 		it = JsonbIteratorInit(&options->root);
-		while ((r = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		while (jsonb_object_next(&it, &name, &v))
 		{
-			char	   *name;
-
-			if (r != WJB_KEY)
-				continue;
-			name = pnstrdup(v.val.string.val, v.val.string.len);
-			r = JsonbIteratorNext(&it, &v, true);
 			if (name_in(name, totals_passed, lengthof(totals_passed)))
 			{
+				/* The same names and window for the totals and the row diff. */
 				jsonb_push_key(&st, name);
 				pushJsonbValue(&st, WJB_VALUE, &v);
+				jsonb_push_key(&ist, name);
+				pushJsonbValue(&ist, WJB_VALUE, &v);
 			}
 			else if (name_in(name, totals_own, lengthof(totals_own)))
 			{
@@ -268,28 +241,7 @@ split_options(Jsonb *options, MeasureDraft *md, int nmd, JsonbValue **own, Jsonb
 						 errdetail("Valid options are: %s.", TOTALS_VALID_OPTIONS)));
 		}
 	}
-	/* What the row diff of then_rows inherits: the same names and window. */
-	*inherited = JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL));
-	st = NULL;
-	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
-	if (options != NULL)
-	{
-		it = JsonbIteratorInit(&options->root);
-		while ((r = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-		{
-			char	   *name;
-
-			if (r != WJB_KEY)
-				continue;
-			name = pnstrdup(v.val.string.val, v.val.string.len);
-			r = JsonbIteratorNext(&it, &v, true);
-			if (name_in(name, totals_passed, lengthof(totals_passed)))
-			{
-				jsonb_push_key(&st, name);
-				pushJsonbValue(&st, WJB_VALUE, &v);
-			}
-		}
-	}
+	*inherited = JsonbValueToJsonb(pushJsonbValue(&ist, WJB_END_OBJECT, NULL));
 	/* The measured columns, each once, are the diff's compared columns. */
 	jsonb_push_key(&st, "compare");
 	pushJsonbValue(&st, WJB_BEGIN_ARRAY, NULL);
@@ -320,7 +272,7 @@ set_measure_type(TotalsMeasure *m, DiffColumn *c)
 	bool		varlena;
 
 	m->as_numeric = m->agg == AGG_COUNT || m->agg == AGG_SUM ||
-		(c != NULL && is_numeric_type(c->basetype));
+		(c != NULL && diff_is_numeric_type(c->basetype));
 	m->typid = m->as_numeric ? NUMERICOID : c->typid;
 	m->collation = m->as_numeric ? InvalidOid : c->collation;
 	getTypeOutputInfo(m->typid, &outfunc, &varlena);
@@ -370,7 +322,7 @@ resolve_measures(TotalsSpec *ts, MeasureDraft *md, int nmd)
 		}
 		Assert(ci >= 0);
 		c = &spec->cols[ci];
-		if (md[i].agg == AGG_SUM && !is_numeric_type(c->basetype))
+		if (md[i].agg == AGG_SUM && !diff_is_numeric_type(c->basetype))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("cannot sum column \"%s\" of type %s", c->name, format_type_be(c->typid)),
@@ -407,7 +359,6 @@ set_measure_tolerances(TotalsSpec *ts, JsonbValue *v, bool relative)
 	const char *option = relative ? "relative_tolerance" : "tolerance";
 	JsonbIterator *it;
 	JsonbValue	jv;
-	JsonbIteratorToken r;
 	char	   *name = NULL;
 
 	if (v == NULL)
@@ -418,20 +369,11 @@ set_measure_tolerances(TotalsSpec *ts, JsonbValue *v, bool relative)
 				 errmsg("option \"%s\" must be a JSON object from measures to numbers", option),
 				 errhint("Pass for example {\"%s\": {\"sum(amount)\": 0.01}}.", option)));
 	it = JsonbIteratorInit(v->val.binary.data);
-	while ((r = JsonbIteratorNext(&it, &jv, true)) != WJB_DONE)
+	while (jsonb_object_next(&it, &name, &jv))
 	{
 		int			hits = 0;
 
-		if (r == WJB_KEY)
-		{
-			name = pnstrdup(jv.val.string.val, jv.val.string.len);
-			continue;
-		}
-		if (r != WJB_VALUE)
-			continue;
-		if (jv.type != jbvNumeric || numeric_is_nan(jv.val.numeric) ||
-			DatumGetBool(DirectFunctionCall2(numeric_lt, NumericGetDatum(jv.val.numeric),
-											 numeric_zero())))
+		if (!diff_jbv_is_nonnegative(&jv))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("%s of measure \"%s\" must be a non-negative number", option, name),
@@ -689,8 +631,6 @@ totals_sql(TotalsSpec *ts, Datum cutoff, bool has_cutoff, Oid *types, Datum *val
 static bool
 measure_equal(TotalsMeasure *m, Datum a, bool an, Datum b, bool bn)
 {
-	Datum		d;
-
 	if (an || bn)
 		return an && bn;
 	if (m->has_eq)
@@ -702,22 +642,7 @@ measure_equal(TotalsMeasure *m, Datum a, bool an, Datum b, bool bn)
 		return true;
 	if (!m->as_numeric || !(m->has_tol || m->has_rel))
 		return false;
-	if (numeric_is_nan(DatumGetNumeric(a)) || numeric_is_nan(DatumGetNumeric(b)) ||
-		numeric_is_inf(DatumGetNumeric(a)) || numeric_is_inf(DatumGetNumeric(b)))
-		return false;
-	d = DirectFunctionCall1(numeric_abs, DirectFunctionCall2(numeric_sub, a, b));
-	if (m->has_tol && DatumGetBool(DirectFunctionCall2(numeric_le, d, m->tol)))
-		return true;
-	if (m->has_rel)
-	{
-		Datum		big = DirectFunctionCall2(numeric_larger,
-											  DirectFunctionCall1(numeric_abs, a),
-											  DirectFunctionCall1(numeric_abs, b));
-
-		return DatumGetBool(DirectFunctionCall2(numeric_le, d,
-												DirectFunctionCall2(numeric_mul, m->rel, big)));
-	}
-	return false;
+	return diff_numeric_within(a, b, m->has_tol, m->tol, m->has_rel, m->rel);
 }
 
 /* A side's measures as an object, {"count(*)": 3, "sum(amount)": 10.5}. */
@@ -859,15 +784,9 @@ rows_of_groups(TotalsSpec *ts, List *groups, Tuplestorestate *out, TupleDesc des
 {
 	DiffSpec   *rows = diff_prepare(ts->spec->source, ts->spec->target, ts->row_keys,
 									ts->row_options);
-	TupleDesc	fdesc = CreateTemplateTupleDesc(DIFF_FINDING_NATTS);
+	TupleDesc	fdesc = diff_findings_desc(DIFF_FINDING_NATTS);
 	ListCell   *lc;
 	MemoryContext groupcxt;
-
-	TupleDescInitEntry(fdesc, 1, "issue", TEXTOID, -1, 0);
-	TupleDescInitEntry(fdesc, 2, "key", JSONBOID, -1, 0);
-	TupleDescInitEntry(fdesc, 3, "columns", TEXTARRAYOID, -1, 0);
-	TupleDescInitEntry(fdesc, 4, "source_values", JSONBOID, -1, 0);
-	TupleDescInitEntry(fdesc, 5, "target_values", JSONBOID, -1, 0);
 
 	/* The group columns, as the totals read them, filter the row diff. */
 	rows->group_filter = palloc0(sizeof(DiffGroupFilter));

@@ -452,19 +452,6 @@ emit(Repair *r, Datum key, bool keynull, const char *issue, const char *action,
 	tuplestore_putvalues(r->out, r->outdesc, values, nulls);
 }
 
-static TupleDesc
-findings_desc(void)
-{
-	TupleDesc	desc = CreateTemplateTupleDesc(DIFF_FINDING_NATTS);
-
-	TupleDescInitEntry(desc, 1, "issue", TEXTOID, -1, 0);
-	TupleDescInitEntry(desc, 2, "key", JSONBOID, -1, 0);
-	TupleDescInitEntry(desc, 3, "columns", TEXTARRAYOID, -1, 0);
-	TupleDescInitEntry(desc, 4, "source_values", JSONBOID, -1, 0);
-	TupleDescInitEntry(desc, 5, "target_values", JSONBOID, -1, 0);
-	return desc;
-}
-
 static char *
 type_sql(Oid type)
 {
@@ -1261,7 +1248,7 @@ static void
 repair_execute(Repair *r, ArrayType *key_columns, Jsonb *options)
 {
 	Tuplestorestate *ts;
-	TupleDesc	fdesc = findings_desc();
+	TupleDesc	fdesc = diff_findings_desc(DIFF_FINDING_NATTS);
 	DiffCounts	counts;
 	Oid			compared;
 	char	   *replayed;

@@ -12,6 +12,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CitusCluster;
 
 my $old = PostgreSQL::Test::Cluster->new('remove_old');
 $old->init;
@@ -76,35 +79,16 @@ $old->stop;
 $new->stop;
 
 # ---- Citus ----
-my $pkglibdir = `pg_config --pkglibdir`;
-chomp $pkglibdir;
 SKIP:
 {
-	skip "Citus is not installed in this PostgreSQL ($pkglibdir/citus.so is missing)", 3
-	  unless -f "$pkglibdir/citus.so";
+	skip CitusCluster::missing(), 3 if CitusCluster::missing();
 
-	my @nodes;
-	for my $name ('remove_coordinator', 'remove_worker')
-	{
-		my $n = PostgreSQL::Test::Cluster->new($name);
-		$n->init;
-		$n->append_conf(
-			'postgresql.conf', qq{
-shared_preload_libraries = 'citus'
-listen_addresses = '127.0.0.1'
-max_prepared_transactions = 50
-citus.shard_count = 4
-citus.node_conninfo = 'sslmode=disable'
-});
-		$n->start;
-		$n->safe_psql('postgres', 'CREATE EXTENSION citus');
-		push @nodes, $n;
-	}
+	my @nodes = CitusCluster::start(
+		names                     => [ 'remove_coordinator', 'remove_worker' ],
+		max_prepared_transactions => 50,
+		conf                      => "citus.shard_count = 4\n");
 	my ($coord, $w1) = @nodes;
-	$coord->safe_psql('postgres',
-		"SELECT citus_set_coordinator_host('127.0.0.1', " . $coord->port . ")");
-	$coord->safe_psql('postgres', "SELECT citus_add_node('127.0.0.1', " . $w1->port . ")");
-	$coord->safe_psql('postgres', "CREATE EXTENSION reconcile; $setup
+	$coord->safe_psql('postgres', "$setup
         CREATE TABLE dist (LIKE acct INCLUDING ALL);
         SELECT create_distributed_table('dist', 'id');");
 

@@ -20,40 +20,19 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CitusCluster;
 
-my $pkglibdir = `pg_config --pkglibdir`;
-chomp $pkglibdir;
-plan skip_all =>
-  "Citus is not installed in this PostgreSQL ($pkglibdir/citus.so is missing; tools/setup.sh builds it, see docs/citus.md)"
-  unless -f "$pkglibdir/citus.so";
-
-# Nodes talk over loopback TCP; trust authentication comes from initdb.
-my @nodes;
-for my $name ('coordinator', 'worker1', 'worker2')
-{
-	my $n = PostgreSQL::Test::Cluster->new($name);
-	$n->init;
-	$n->append_conf(
-		'postgresql.conf', qq{
-shared_preload_libraries = 'citus'
-listen_addresses = '127.0.0.1'
-max_prepared_transactions = 20
-citus.node_conninfo = 'sslmode=disable'
-restart_after_crash = on
-});
-	$n->start;
-	$n->safe_psql('postgres', 'CREATE EXTENSION citus');
-	push @nodes, $n;
-}
-my ($coord, $w1, $w2) = @nodes;
-$coord->safe_psql('postgres',
-	"SELECT citus_set_coordinator_host('127.0.0.1', " . $coord->port . ")");
-$coord->safe_psql('postgres', "SELECT citus_add_node('127.0.0.1', " . $_->port . ")")
-  for ($w1, $w2);
+plan skip_all => CitusCluster::missing() if CitusCluster::missing();
 
 # reconcile runs on the coordinator only; Citus propagates CREATE EXTENSION
 # to the workers, so the files must be installed on every node.
-$coord->safe_psql('postgres', 'CREATE EXTENSION reconcile');
+my @nodes = CitusCluster::start(
+	names                     => [ 'coordinator', 'worker1', 'worker2' ],
+	max_prepared_transactions => 20,
+	conf                      => "restart_after_crash = on\n");
+my ($coord, $w1, $w2) = @nodes;
 is($w1->safe_psql('postgres', "SELECT count(*) FROM pg_extension WHERE extname = 'reconcile'"),
 	'1', 'CREATE EXTENSION reconcile is propagated to the workers');
 

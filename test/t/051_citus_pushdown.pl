@@ -30,38 +30,17 @@ use PostgreSQL::Test::Cluster;
 use File::Basename qw(dirname);
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CitusCluster;
 
-my $pkglibdir = `pg_config --pkglibdir`;
-chomp $pkglibdir;
-plan skip_all =>
-  "Citus is not installed in this PostgreSQL ($pkglibdir/citus.so is missing; tools/setup.sh builds it, see docs/citus.md)"
-  unless -f "$pkglibdir/citus.so";
+plan skip_all => CitusCluster::missing() if CitusCluster::missing();
 
-my @nodes;
-for my $name ('coordinator', 'worker1', 'worker2')
-{
-	my $n = PostgreSQL::Test::Cluster->new($name);
-	$n->init;
-	$n->append_conf(
-		'postgresql.conf', qq{
-shared_preload_libraries = 'citus'
-listen_addresses = '127.0.0.1'
-max_prepared_transactions = 100
-max_connections = 120
-citus.node_conninfo = 'sslmode=disable'
-restart_after_crash = on
-});
-	$n->append_conf('postgresql.conf', "log_statement = 'all'\n") if $name ne 'coordinator';
-	$n->start;
-	$n->safe_psql('postgres', 'CREATE EXTENSION citus');
-	push @nodes, $n;
-}
+my @nodes = CitusCluster::start(
+	names       => [ 'coordinator', 'worker1', 'worker2' ],
+	conf        => "max_connections = 120\nrestart_after_crash = on\n",
+	worker_conf => "log_statement = 'all'\n");
 my ($coord, $w1, $w2) = @nodes;
-$coord->safe_psql('postgres',
-	"SELECT citus_set_coordinator_host('127.0.0.1', " . $coord->port . ")");
-$coord->safe_psql('postgres', "SELECT citus_add_node('127.0.0.1', " . $_->port . ")")
-  for ($w1, $w2);
-$coord->safe_psql('postgres', 'CREATE EXTENSION reconcile');
 
 # ---- the scenarios ----
 

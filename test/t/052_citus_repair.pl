@@ -10,35 +10,15 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CitusCluster;
 
-my $pkglibdir = `pg_config --pkglibdir`;
-chomp $pkglibdir;
-plan skip_all =>
-  "Citus is not installed in this PostgreSQL ($pkglibdir/citus.so is missing; tools/setup.sh builds it, see docs/citus.md)"
-  unless -f "$pkglibdir/citus.so";
+plan skip_all => CitusCluster::missing() if CitusCluster::missing();
 
-my @nodes;
-for my $name ('coordinator', 'worker1')
-{
-	my $n = PostgreSQL::Test::Cluster->new($name);
-	$n->init;
-	$n->append_conf(
-		'postgresql.conf', qq{
-shared_preload_libraries = 'citus'
-listen_addresses = '127.0.0.1'
-max_prepared_transactions = 100
-citus.shard_count = 4
-citus.node_conninfo = 'sslmode=disable'
-});
-	$n->start;
-	$n->safe_psql('postgres', 'CREATE EXTENSION citus');
-	push @nodes, $n;
-}
-my ($coord, $w1) = @nodes;
-$coord->safe_psql('postgres',
-	"SELECT citus_set_coordinator_host('127.0.0.1', " . $coord->port . ")");
-$coord->safe_psql('postgres', "SELECT citus_add_node('127.0.0.1', " . $w1->port . ")");
-$coord->safe_psql('postgres', 'CREATE EXTENSION reconcile');
+my ($coord, $w1) = CitusCluster::start(
+	names => [ 'coordinator', 'worker1' ],
+	conf  => "citus.shard_count = 4\n");
 
 my $damage = q{DELETE FROM %1$s WHERE id IN (5, 77); UPDATE %1$s SET name = 'x' WHERE id IN (6, 50);
 UPDATE %1$s SET name = NULL WHERE id = 7; INSERT INTO %1$s (id, name) VALUES (200, 'extra'), (201, NULL);};

@@ -8,36 +8,17 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CitusCluster;
 
-my $pkglibdir = `pg_config --pkglibdir`;
-chomp $pkglibdir;
-plan skip_all =>
-  "Citus is not installed in this PostgreSQL ($pkglibdir/citus.so is missing; tools/setup.sh builds it, see docs/citus.md)"
-  unless -f "$pkglibdir/citus.so";
+plan skip_all => CitusCluster::missing() if CitusCluster::missing();
 
-my @nodes;
-for my $name ('tcoordinator', 'tworker1')
-{
-	my $n = PostgreSQL::Test::Cluster->new($name);
-	$n->init;
-	$n->append_conf(
-		'postgresql.conf', qq{
-shared_preload_libraries = 'citus'
-listen_addresses = '127.0.0.1'
-max_prepared_transactions = 20
-citus.node_conninfo = 'sslmode=disable'
-log_statement = 'all'
-});
-	$n->start;
-	$n->safe_psql('postgres', 'CREATE EXTENSION citus');
-	push @nodes, $n;
-}
-my ($coord, $w1) = @nodes;
-$coord->safe_psql('postgres',
-	"SELECT citus_set_coordinator_host('127.0.0.1', " . $coord->port . ")");
-$coord->safe_psql('postgres', "SELECT citus_add_node('127.0.0.1', " . $w1->port . ")");
+my ($coord, $w1) = CitusCluster::start(
+	names                     => [ 'tcoordinator', 'tworker1' ],
+	max_prepared_transactions => 20,
+	conf                      => "log_statement = 'all'\n");
 $coord->safe_psql('postgres', q{
-CREATE EXTENSION reconcile;
 CREATE TABLE led (id bigint PRIMARY KEY, day date, cur text, amount numeric(12,2));
 INSERT INTO led SELECT g, CASE WHEN g % 97 = 0 THEN NULL ELSE date '2026-11-01' + (g % 30) END,
     (ARRAY['EUR','USD','GBP'])[1 + g % 3], (g % 1000) / 10.0

@@ -13,29 +13,13 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CitusCluster;
 
-my $pkglibdir = `pg_config --pkglibdir`;
-chomp $pkglibdir;
-plan skip_all =>
-  "Citus is not installed in this PostgreSQL ($pkglibdir/citus.so is missing; tools/setup.sh builds it, see docs/citus.md)"
-  unless -f "$pkglibdir/citus.so";
+plan skip_all => CitusCluster::missing() if CitusCluster::missing();
 
-my $node = PostgreSQL::Test::Cluster->new('coordinator');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'citus'
-listen_addresses = '127.0.0.1'
-max_prepared_transactions = 20
-citus.node_conninfo = 'sslmode=disable'
-});
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION citus');
-$node->safe_psql('postgres',
-	"SELECT citus_set_coordinator_host('127.0.0.1', " . $node->port . ")");
-$node->safe_psql('postgres',
-	"SELECT citus_set_node_property('127.0.0.1', " . $node->port . ", 'shouldhaveshards', true)");
-$node->safe_psql('postgres', 'CREATE EXTENSION reconcile');
+my ($node) = CitusCluster::start(names => ['coordinator'], max_prepared_transactions => 20);
 
 my %make = (
 	distributed => "SELECT create_distributed_table('%s', 'id')",
